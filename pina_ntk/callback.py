@@ -1,0 +1,350 @@
+"""The Lightning callback that drives the NTK weightings in PINA's loop."""
+
+import warnings
+
+import torch
+from lightning.pytorch.callbacks import Callback
+from pina.solver import SingleModelSolver
+
+from .moving_average import MovingAverage
+from .residuals import ResidualRecorder, trainable_parameters
+from .weighting import _KernelWeighting
+from .weights import entry_weights, guarded_weights
+
+
+class NTKCallback(Callback):
+    """
+    Computes NTK weights inside each PINA training step.
+
+    On every training batch it records the residual each condition's
+    ``evaluate`` returns (reusing the step's own forward pass), runs the
+    weighting's estimator when due (exact traces, or the predictor /
+    parameter-space sketch at displaced copies of the parameters), folds the
+    result into the moving-average kernel buffer, applies the spaced-update
+    safeguard and hands the weights to the solver's loss aggregation. All of
+    it happens before the step's backward pass, so the step uses the weights
+    of its own parameters ``theta_t`` (Algorithms 1 and 3).
+
+    Logged through the solver on every step: ``ntk_weight/<condition>``,
+    ``ntk_trace/<condition>`` (the trace estimate behind the weights),
+    ``ntk_safeguard/accepted``, ``ntk_safeguard/rejected`` and
+    ``ntk_safeguard/sum``. The whole state (buffers, safeguard, step counter,
+    probe generator, weights) is saved in and restored from Lightning
+    checkpoints.
+
+    The step counter counts optimisation steps (training batches); with
+    ``Trainer(batch_size=...)`` the statistics of a step use that step's
+    batch.
+
+    :Example:
+        >>> from pina import Trainer
+        >>> from pina_ntk import SketchNTKWeighting, NTKCallback
+        >>> solver = PhysicsInformedSingleModelSolver(
+        ...     problem, model, weighting=SketchNTKWeighting())  # doctest: +SKIP
+        >>> trainer = Trainer(solver, max_epochs=500,
+        ...                   callbacks=[NTKCallback()])  # doctest: +SKIP
+        >>> trainer.train()  # doctest: +SKIP
+    """
+
+    def __init__(self):
+        super().__init__()
+        self._solver = None
+        self._weighting = None
+        self._recorder = None
+        self._pending_state = None
+        self.in_training_step = False
+        self._reset_statistics()
+
+    def _reset_statistics(self):
+        self.step = 0
+        self._names = None
+        self._weights = None  # (C,) weights of the reduced condition losses
+        self._traces = None  # (C,) trace estimates behind the weights
+        self._diag = None  # MovingAverage of mean diag(K_cc) per condition
+        self._kernel = None  # MovingAverage of the full kernel sketch
+        self._points = None  # inputs of the last step (full-kernel check)
+        self._generator = None
+        self._invalid = None  # 0-d bool: an estimate was unusable
+        self._warned_invalid = False
+
+    # ------------------------------------------------------------ set-up
+    def setup(self, trainer, pl_module, stage):
+        """Check the solver and its weighting; install the recorder."""
+        weighting = getattr(pl_module, "weighting", None)
+        if not isinstance(weighting, _KernelWeighting):
+            raise ValueError(
+                "NTKCallback drives pina_ntk weightings only: build the solver "
+                "with weighting=pina_ntk.NTKWeighting(...) or "
+                "weighting=pina_ntk.SketchNTKWeighting(...); got "
+                f"{type(weighting).__name__}."
+            )
+        if not isinstance(pl_module, SingleModelSolver):
+            raise ValueError(
+                "NTK weights need a single-model PINA solver (e.g. "
+                "PhysicsInformedSingleModelSolver); got "
+                f"{type(pl_module).__name__}."
+            )
+        if weighting.solver is not pl_module:
+            raise ValueError(
+                "This weighting object is attached to another solver: create "
+                "one weighting instance per solver."
+            )
+        if weighting._callback not in (None, self):
+            raise ValueError(
+                "This weighting is already driven by another NTKCallback: "
+                "pass a single NTKCallback to the Trainer."
+            )
+        if pl_module._reduction not in ("mean", "sum"):
+            raise ValueError(
+                "NTK weights need a loss with reduction 'mean' or 'sum'; got "
+                f"{pl_module._reduction!r}."
+            )
+        if not isinstance(pl_module._loss_fn, torch.nn.MSELoss):
+            warnings.warn(
+                "NTK weights assume a squared-residual loss (torch.nn.MSELoss);"
+                f" the solver uses {type(pl_module._loss_fn).__name__}.",
+                stacklevel=2,
+            )
+        self._solver = pl_module
+        self._weighting = weighting
+        weighting._callback = self
+        if self._recorder is None:
+            self._recorder = ResidualRecorder(pl_module.problem)
+        self._recorder.attach()
+
+    def teardown(self, trainer, pl_module, stage):
+        """Remove the recorder from the problem's conditions."""
+        if self._recorder is not None:
+            self._recorder.detach()
+        self.in_training_step = False
+
+    def on_train_start(self, trainer, pl_module):
+        """Create the probe stream and apply a restored checkpoint state."""
+        weighting = self._weighting
+        seed = getattr(weighting, "seed", None)
+        if seed is None:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        self._generator = torch.Generator(device=pl_module.device)
+        self._generator.manual_seed(seed)
+        if self._pending_state is not None:
+            self._apply_state(self._pending_state, pl_module.device)
+            self._pending_state = None
+
+    # ------------------------------------------------------- training step
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        """Start recording the residuals of this step."""
+        self._recorder.start()
+        self.in_training_step = True
+
+    def weights_for_step(self, losses):
+        """
+        The condition weights of the current training step.
+
+        Called by the weighting from inside PINA's loss aggregation, after
+        every condition's residual has been computed.
+
+        :param dict losses: ``{condition: scalar loss}``.
+        :return: ``{condition: weight}``.
+        :rtype: dict
+        """
+        names = list(losses)
+        if self._names is None:
+            self._names = names
+        elif names != self._names:
+            raise RuntimeError(
+                f"The conditions changed during training: {self._names} "
+                f"before, {names} now."
+            )
+        weighting = self._weighting
+        residuals = self._recorder.blocks(names)
+        sizes = torch.tensor(
+            [r.numel() for r in residuals], device=residuals[0].device
+        )
+        if weighting.is_due(self.step):
+            self._refresh(weighting, names, residuals, sizes)
+        weighting._saved_weights = dict(zip(names, self._weights))
+        return weighting._saved_weights
+
+    def _refresh(self, weighting, names, residuals, sizes):
+        solver = self._solver
+        residual_fn = self._recorder.residual_fn(solver, names)
+        params = trainable_parameters(solver)
+        first = self._diag is None
+        if first:
+            self._diag = MovingAverage(weighting.alpha)
+            if weighting.full_kernel:
+                self._kernel = MovingAverage(weighting.alpha)
+        draws = weighting.warmup_samples if self._diag.value is None else 1
+        samples = [
+            weighting.sample(residual_fn, params, residuals, self._generator)
+            for _ in range(draws)
+        ]
+        per_entry = torch.stack([t for t, _ in samples]) / sizes
+        diag = self._diag.update(per_entry)
+        if weighting.full_kernel:
+            self._check_fixed_points()
+            self._kernel.update(torch.stack([k for _, k in samples]))
+
+        traces = per_entry.new_full((len(names),), float("nan"))
+        if diag is not None:
+            traces = diag * sizes
+        previous = self._weights
+        if previous is None:
+            previous = torch.ones_like(traces)
+        weights, ok = guarded_weights(
+            traces,
+            sizes,
+            previous,
+            solver._reduction,
+            weighting.weight_bounds,
+        )
+        ok = ok & torch.isfinite(per_entry).all()
+        self._invalid = ~ok if self._invalid is None else self._invalid | ~ok
+
+        guard = weighting.safeguard
+        if guard is not None:
+            residual_sq = sum(r.detach().pow(2).sum() for r in residuals)
+            proposed = entry_weights(weights, sizes, solver._reduction)
+            if self._weights is None:
+                guard.start(proposed, residual_sq)
+            else:
+                current = entry_weights(previous, sizes, solver._reduction)
+                accept, _ = guard.review(
+                    proposed, current, residual_sq, self.step - 1
+                )
+                weights = torch.where(accept, weights, previous)
+        self._weights = weights.detach()
+        self._traces = traces.detach()
+
+    def _check_fixed_points(self):
+        points = torch.cat(
+            [
+                torch.Tensor.as_subclass(b["input"], torch.Tensor)
+                .detach()
+                .reshape(-1)
+                for _, _, b in self._recorder.calls
+            ]
+        )
+        if self._points is not None and not (
+            points.shape == self._points.shape and torch.equal(points, self._points)
+        ):
+            raise ValueError(
+                "full_kernel=True needs the same points at every step, but "
+                "they changed (resampling or several batches per epoch). Use "
+                "full_kernel=False, which keeps per-condition traces only."
+            )
+        self._points = points
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        """Stop recording, log the statistics and advance the step."""
+        self._recorder.stop()
+        self.in_training_step = False
+        if self._weights is None:
+            return
+        for name, weight, trace in zip(self._names, self._weights, self._traces):
+            pl_module.log(f"ntk_weight/{name}", weight, on_step=True, on_epoch=False)
+            pl_module.log(f"ntk_trace/{name}", trace, on_step=True, on_epoch=False)
+        guard = self._weighting.safeguard
+        if guard is not None and guard.total is not None:
+            for key, value in (
+                ("accepted", guard.accepted),
+                ("rejected", guard.rejected),
+                ("sum", guard.total),
+            ):
+                pl_module.log(
+                    f"ntk_safeguard/{key}",
+                    value.to(torch.float32),
+                    on_step=True,
+                    on_epoch=False,
+                )
+        if not self._warned_invalid and self._invalid is not None:
+            if bool(self._invalid):
+                self._warned_invalid = True
+                warnings.warn(
+                    "An NTK trace estimate was non-finite or non-positive; the "
+                    "previous weights were kept. Warning once; check "
+                    "ntk_trace/* in the logs (a larger warmup_samples or a "
+                    "smaller alpha steadies the sketch).",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+        self.step += 1
+
+    # -------------------------------------------------------- diagnostics
+    @property
+    def weights(self):
+        """:return: The current weights ``{condition: float}``. :rtype: dict"""
+        if self._weights is None:
+            return {}
+        return dict(zip(self._names, self._weights.tolist()))
+
+    @property
+    def traces(self):
+        """:return: The trace estimates behind the weights. :rtype: dict"""
+        if self._traces is None:
+            return {}
+        return dict(zip(self._names, self._traces.tolist()))
+
+    @property
+    def kernel(self):
+        """
+        The moving-average kernel sketch (``full_kernel=True`` only).
+
+        :return: An ``n × n`` tensor, rows ordered by condition, or ``None``.
+        :rtype: torch.Tensor
+        """
+        return None if self._kernel is None else self._kernel.value
+
+    # ---------------------------------------------------------- checkpoint
+    def state_dict(self):
+        """:return: Everything needed to resume identically. :rtype: dict"""
+        guard = self._weighting.safeguard if self._weighting else None
+        return {
+            "step": self.step,
+            "names": self._names,
+            "weights": self._weights,
+            "traces": self._traces,
+            "diag": None if self._diag is None else self._diag.state_dict(),
+            "kernel": None if self._kernel is None else self._kernel.state_dict(),
+            "points": self._points,
+            "safeguard": None if guard is None else guard.state_dict(),
+            "generator": (
+                None if self._generator is None else self._generator.get_state()
+            ),
+            "invalid": self._invalid,
+            "warned_invalid": self._warned_invalid,
+        }
+
+    def load_state_dict(self, state_dict):
+        """:param dict state_dict: A state from :meth:`state_dict`."""
+        self._pending_state = state_dict
+
+    def _apply_state(self, state, device):
+        def to_device(value):
+            return value.to(device) if torch.is_tensor(value) else value
+
+        self.step = state["step"]
+        self._names = state["names"]
+        self._weights = to_device(state["weights"])
+        self._traces = to_device(state["traces"])
+        self._points = to_device(state["points"])
+        self._invalid = to_device(state["invalid"])
+        self._warned_invalid = state["warned_invalid"]
+        for attr in ("diag", "kernel"):
+            saved = state[attr]
+            average = None
+            if saved is not None:
+                average = MovingAverage(saved["alpha"])
+                average.load_state_dict(
+                    {"alpha": saved["alpha"], "value": to_device(saved["value"])}
+                )
+            setattr(self, f"_{attr}", average)
+        guard = self._weighting.safeguard
+        if guard is not None and state["safeguard"] is not None:
+            guard.load_state_dict(
+                {k: to_device(v) for k, v in state["safeguard"].items()}
+            )
+        if state["generator"] is not None:
+            self._generator.set_state(state["generator"])
+        if self._weights is not None:
+            self._weighting._saved_weights = dict(zip(self._names, self._weights))

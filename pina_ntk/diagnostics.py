@@ -1,0 +1,127 @@
+"""Kernel statistics of a PINA solver outside training."""
+
+import torch
+
+from .estimators import (
+    DIFFERENCES,
+    PROBES,
+    exact_block_traces,
+    kernel_probe_product,
+    parameter_space_block_traces,
+    predictor_block_traces,
+    sample_probe,
+)
+from .residuals import replay_residual_fn, trainable_parameters
+
+#: Methods of :func:`ntk_traces`.
+METHODS = ("exact", "sketch")
+
+
+def condition_calls(solver):
+    """
+    One ``(name, evaluate, batch)`` triple per condition of the solver's
+    problem, on the full discretisation stored in the conditions.
+
+    :param solver: A PINA solver whose problem holds its points (after
+        ``pina.Trainer(solver, ...)`` has been created).
+    :return: The calls, in the problem's condition order.
+    :rtype: list[tuple]
+    :raises ValueError: If a condition holds no points yet.
+    """
+    calls = []
+    for name, condition in solver.problem.conditions.items():
+        data = getattr(condition, "data", None)
+        if data is None or not hasattr(data, "keys"):
+            raise ValueError(
+                f"Condition {name!r} holds no points yet: create "
+                "pina.Trainer(solver, ...) first (it moves the problem's "
+                "discretisation into the conditions)."
+            )
+        batch = {}
+        for key in data.keys:
+            value = data.data[key]
+            if key == "input":
+                value = value.detach().clone().requires_grad_(True)
+            batch[key] = value
+        evaluate = type(condition).evaluate.__get__(condition)
+        calls.append((name, evaluate, batch))
+    return calls
+
+
+def ntk_traces(
+    solver,
+    method="exact",
+    samples=100,
+    estimator="predictor",
+    step_size="auto",
+    difference="forward",
+    probe="gaussian",
+    seed=None,
+    chunk_size=1,
+):
+    """
+    Per-condition NTK traces ``Tr(K_cc)`` on the solver's discretisation.
+
+    Residuals are the plain ``condition.evaluate`` residuals at the points
+    stored in the conditions (a causal solver's time slicing is not applied).
+
+    :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
+    :param str method: ``"exact"`` or ``"sketch"`` (mean of ``samples``
+        sketches). Default ``"exact"``.
+    :param int samples: Sketches averaged (``method="sketch"``).
+    :param str estimator: ``"predictor"`` or ``"parameter"`` (sketch only).
+    :param step_size: ``dt``/``eps`` or ``"auto"`` (sketch only).
+    :param str difference: ``"forward"`` or ``"central"`` (sketch only).
+    :param str probe: ``"gaussian"`` or ``"rademacher"`` (predictor only).
+    :param int seed: Seed of the probes; ``None`` uses the global generator.
+    :param int chunk_size: See :func:`~pina_ntk.estimators.exact_block_traces`.
+    :return: ``{condition: trace}`` as 0-d tensors.
+    :rtype: dict
+    :raises ValueError: On an unknown ``method``/``estimator``/``probe``/
+        ``difference`` or ``samples < 1``.
+
+    :Example:
+        >>> trainer = Trainer(solver, max_epochs=1)  # doctest: +SKIP
+        >>> ntk_traces(solver)  # doctest: +SKIP
+        {'D': tensor(1520.3), 'boundary': tensor(21.9), ...}
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
+    if estimator not in ("predictor", "parameter"):
+        raise ValueError(
+            "estimator must be 'predictor' or 'parameter', got "
+            f"{estimator!r}."
+        )
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {PROBES}, got {probe!r}.")
+    if difference not in DIFFERENCES:
+        raise ValueError(
+            f"difference must be one of {DIFFERENCES}, got {difference!r}."
+        )
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise ValueError(f"samples must be an integer >= 1, got {samples!r}.")
+    calls = condition_calls(solver)
+    names = [name for name, _, _ in calls]
+    residual_fn = replay_residual_fn(solver, calls, names)
+    params = trainable_parameters(solver)
+    residuals = residual_fn(params)
+    if method == "exact":
+        traces = exact_block_traces(residuals, list(params.values()), chunk_size)
+        return dict(zip(names, traces.detach()))
+    generator = torch.Generator(device=residuals[0].device)
+    if seed is None:
+        seed = int(torch.randint(0, 2**62, (1,)).item())
+    generator.manual_seed(seed)
+    total = torch.zeros(len(names), dtype=residuals[0].dtype)
+    for _ in range(samples):
+        if estimator == "parameter":
+            total = total + parameter_space_block_traces(
+                residual_fn, params, step_size, difference, generator, residuals
+            ).cpu()
+            continue
+        g = sample_probe(residuals, probe, generator)
+        kg = kernel_probe_product(
+            residual_fn, params, g, step_size, difference, residuals
+        )
+        total = total + predictor_block_traces(g, kg).cpu()
+    return dict(zip(names, total / samples))

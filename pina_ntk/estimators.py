@@ -1,0 +1,331 @@
+"""Exact and sketched statistics of the neural tangent kernel of a residual.
+
+Everything here works on a *residual function*: a callable that maps a
+dictionary of parameter tensors ``{name: tensor}`` to a list of residual
+blocks, one tensor per loss term (a PINA condition, a data set, ...). Block
+``c`` may have any shape; all of its entries belong to the block. With ``J``
+the Jacobian of the flattened residual ``R`` with respect to the parameters,
+the neural tangent kernel is ``K = J J^T`` and its diagonal block of condition
+``c`` is ``K_cc``.
+
+The functions are pure: they never modify the tensors in ``params`` (the
+predictor step evaluates the residual at displaced copies), so they can be
+called in the middle of a training step without disturbing its autograd graph
+or the optimizer state.
+"""
+
+import torch
+
+#: Probe distributions accepted by :func:`sample_probe`.
+PROBES = ("gaussian", "rademacher")
+#: Finite-difference schemes accepted by the sketches.
+DIFFERENCES = ("forward", "central")
+
+
+def sample_probe(like, kind="gaussian", generator=None):
+    """
+    Draw one random probe vector, split into blocks shaped like ``like``.
+
+    :param like: Tensors whose shapes, dtype and device the probe copies.
+    :type like: list[torch.Tensor]
+    :param str kind: ``"gaussian"`` (entries ``N(0, 1)``) or ``"rademacher"``
+        (entries ``±1`` with probability 1/2). Default is ``"gaussian"``.
+    :param torch.Generator generator: Source of randomness. Default is the
+        global generator.
+    :return: One tensor per block of ``like``.
+    :rtype: list[torch.Tensor]
+    :raises ValueError: If ``kind`` is not one of :data:`PROBES`.
+
+    :Example:
+        >>> blocks = [torch.zeros(3), torch.zeros(2, 2)]
+        >>> [p.shape for p in sample_probe(blocks)]
+        [torch.Size([3]), torch.Size([2, 2])]
+    """
+    if kind not in PROBES:
+        raise ValueError(f"probe must be one of {PROBES}, got {kind!r}.")
+    probe = []
+    for block in like:
+        opts = dict(device=block.device, dtype=block.dtype)
+        if kind == "gaussian":
+            probe.append(torch.randn(block.shape, generator=generator, **opts))
+        else:
+            bits = torch.randint(
+                0, 2, block.shape, generator=generator, device=block.device
+            )
+            probe.append((2 * bits - 1).to(block.dtype))
+    return probe
+
+
+def exact_block_traces(residuals, params, chunk_size=1):
+    """
+    Exact block traces ``Tr(K_cc) = sum_{i in c} ||grad_theta R_i||^2``.
+
+    One reverse-mode pass per residual entry. ``chunk_size > 1`` asks torch to
+    vectorise the passes of a chunk (``is_grads_batched``); where the graph
+    does not support that (or it fails) the loop over single entries is used.
+    On PINA's derivative graphs the loop is usually the faster of the two.
+
+    :param residuals: Residual blocks, computed from ``params`` with autograd
+        enabled; their graph is retained.
+    :type residuals: list[torch.Tensor]
+    :param params: Parameters the kernel is taken with respect to. A
+        parameter a block does not depend on contributes zero.
+    :type params: list[torch.Tensor]
+    :param int chunk_size: Entries differentiated per batched pass.
+    :return: The trace of each diagonal block, shape ``(len(residuals),)``.
+    :rtype: torch.Tensor
+
+    :Example:
+        >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> blocks = [theta * torch.tensor([3.0, 4.0]), theta.sum()[None]]
+        >>> exact_block_traces(blocks, [theta])
+        tensor([25.,  2.])
+    """
+    params = list(params)
+    traces = []
+    for block in residuals:
+        flat = block.reshape(-1)
+        total = flat.new_zeros(())
+        if flat.grad_fn is None:  # a block independent of every parameter
+            traces.append(total)
+            continue
+        start = 0
+        while start < flat.numel():
+            stop = min(start + chunk_size, flat.numel())
+            total = total + _squared_gradient_norms(flat, params, start, stop)
+            start = stop
+        traces.append(total)
+    return torch.stack(traces)
+
+
+def _squared_gradient_norms(flat, params, start, stop):
+    """Sum of ``||grad R_i||^2`` for ``start <= i < stop``."""
+    if stop - start > 1:
+        seeds = torch.zeros(stop - start, flat.numel(), **_like(flat))
+        seeds[torch.arange(stop - start), torch.arange(start, stop)] = 1.0
+        try:
+            grads = torch.autograd.grad(
+                flat,
+                params,
+                grad_outputs=seeds,
+                retain_graph=True,
+                allow_unused=True,
+                is_grads_batched=True,
+            )
+            return sum(g.pow(2).sum() for g in grads if g is not None)
+        except RuntimeError:
+            pass  # graph not vmappable: fall back to the loop below
+    total = flat.new_zeros(())
+    for i in range(start, stop):
+        grads = torch.autograd.grad(
+            flat[i], params, retain_graph=True, allow_unused=True
+        )
+        total = total + sum(g.pow(2).sum() for g in grads if g is not None)
+    return total
+
+
+def _like(tensor):
+    return dict(device=tensor.device, dtype=tensor.dtype)
+
+
+def predictor_direction(residuals, params, probe):
+    """
+    The predictor direction ``v = grad_theta R g = J^T g``.
+
+    This is the paper's gradient step with ``Lambda_pred = diag(-g)
+    diag(R)^+`` written without dividing by the residual, so exactly zero
+    residual entries are harmless. One reverse-mode pass; the graph of
+    ``residuals`` is retained for the training step's own backward pass.
+
+    :param residuals: Residual blocks computed from ``params``.
+    :type residuals: list[torch.Tensor]
+    :param params: The parameters.
+    :type params: list[torch.Tensor]
+    :param probe: The probe, one block per residual block.
+    :type probe: list[torch.Tensor]
+    :return: One tensor per parameter (zeros for unused parameters).
+    :rtype: list[torch.Tensor]
+    """
+    used = [(r, g) for r, g in zip(residuals, probe) if r.grad_fn is not None]
+    if not used:
+        return [torch.zeros_like(p) for p in params]
+    grads = torch.autograd.grad(
+        [r for r, _ in used],
+        list(params),
+        grad_outputs=[g for _, g in used],
+        retain_graph=True,
+        allow_unused=True,
+        materialize_grads=True,
+    )
+    return [g.detach() for g in grads]
+
+
+def displace(params, direction, scale):
+    """
+    Return ``{name: theta + scale * direction}`` as new, detached tensors.
+
+    :param dict params: ``{name: tensor}``, left untouched.
+    :param direction: One tensor per entry of ``params``, in order.
+    :type direction: list[torch.Tensor]
+    :param float scale: The step length.
+    :return: The displaced parameters.
+    :rtype: dict
+    """
+    return {
+        name: p.detach() + scale * d
+        for (name, p), d in zip(params.items(), direction)
+    }
+
+
+def _evaluate_detached(residual_fn, params):
+    return [r.detach() for r in residual_fn(params)]
+
+
+def auto_step_size(params, direction, difference, dtype):
+    """
+    A step length whose displacement is ``tau * max(||theta||, 1)``.
+
+    ``tau`` is ``eps^(1/2)`` for forward and ``eps^(1/3)`` for central
+    differences (``eps`` the machine epsilon of ``dtype``), the classical
+    balance between truncation and rounding error of a difference quotient.
+
+    :param dict params: ``{name: tensor}``.
+    :param direction: The displacement direction, one tensor per parameter.
+    :type direction: list[torch.Tensor]
+    :param str difference: ``"forward"`` or ``"central"``.
+    :param torch.dtype dtype: The floating-point type of the computation.
+    :return: The step length (a 0-d tensor on the parameters' device).
+    :rtype: torch.Tensor
+    """
+    eps = torch.finfo(dtype).eps
+    tau = eps ** (0.5 if difference == "forward" else 1.0 / 3.0)
+    theta_norm = torch.sqrt(sum(p.detach().pow(2).sum() for p in params.values()))
+    dir_norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
+    tiny = torch.finfo(dtype).tiny
+    return tau * torch.clamp(theta_norm, min=1.0) / torch.clamp(dir_norm, tiny)
+
+
+def kernel_probe_product(
+    residual_fn,
+    params,
+    probe,
+    step_size="auto",
+    difference="forward",
+    residuals=None,
+):
+    """
+    The predictor sketch ``K g ≈ (R(theta + dt v) - R(theta)) / dt``.
+
+    With ``v = J^T g`` (:func:`predictor_direction`), the forward quotient has
+    bias ``O(dt)``; ``difference="central"`` uses ``(R(theta + dt v) -
+    R(theta - dt v)) / (2 dt)`` with bias ``O(dt^2)`` at one more forward pass.
+
+    :param callable residual_fn: ``params -> list of residual blocks``.
+    :param dict params: ``{name: tensor}`` at ``theta``.
+    :param probe: The probe ``g``, one block per residual block.
+    :type probe: list[torch.Tensor]
+    :param step_size: ``dt > 0``, or ``"auto"`` (:func:`auto_step_size`).
+    :type step_size: float | str
+    :param str difference: ``"forward"`` or ``"central"``.
+    :param residuals: ``R(theta)`` already computed from ``params`` with
+        autograd (for example by the training step); computed if ``None``.
+    :type residuals: list[torch.Tensor]
+    :return: ``K g`` split into blocks like the residual.
+    :rtype: list[torch.Tensor]
+    """
+    if residuals is None:
+        residuals = residual_fn(params)
+    direction = predictor_direction(residuals, list(params.values()), probe)
+    dt = step_size
+    if dt == "auto":
+        dt = auto_step_size(params, direction, difference, probe[0].dtype)
+    plus = _evaluate_detached(residual_fn, displace(params, direction, dt))
+    if difference == "forward":
+        return [(p - r.detach()) / dt for p, r in zip(plus, residuals)]
+    minus = _evaluate_detached(residual_fn, displace(params, direction, -dt))
+    return [(p - m) / (2 * dt) for p, m in zip(plus, minus)]
+
+
+def predictor_block_traces(probe, kernel_product):
+    """
+    Block trace sketches ``g_c · (K g)_c``, unbiased for ``Tr(K_cc)``.
+
+    :param probe: The probe ``g`` in blocks.
+    :type probe: list[torch.Tensor]
+    :param kernel_product: ``K g`` in the same blocks.
+    :type kernel_product: list[torch.Tensor]
+    :return: Shape ``(n_blocks,)``.
+    :rtype: torch.Tensor
+    """
+    return torch.stack(
+        [(g * kg).sum() for g, kg in zip(probe, kernel_product)]
+    )
+
+
+def symmetrised_kernel_sketch(probe, kernel_product):
+    """
+    The single-sample kernel estimate ``(Kg g^T + g (Kg)^T) / 2``.
+
+    :param probe: The probe ``g`` in blocks.
+    :type probe: list[torch.Tensor]
+    :param kernel_product: ``K g`` in the same blocks.
+    :type kernel_product: list[torch.Tensor]
+    :return: An ``n × n`` symmetric matrix, ``n`` the total number of entries.
+    :rtype: torch.Tensor
+    """
+    g = torch.cat([b.reshape(-1) for b in probe])
+    kg = torch.cat([b.reshape(-1) for b in kernel_product])
+    outer = torch.outer(kg, g)
+    return 0.5 * (outer + outer.T)
+
+
+def parameter_space_block_traces(
+    residual_fn,
+    params,
+    step_size="auto",
+    difference="forward",
+    generator=None,
+    residuals=None,
+):
+    """
+    Trace sketches from a random parameter displacement (no backward pass).
+
+    ``||R_c(theta + eps z) - R_c(theta)||^2 / eps^2`` with ``z ~ N(0, I_p)``
+    is an estimate of ``Tr(K_cc)`` with bias ``O(eps)`` (Theorem
+    *alternative-ntk-approximation* of the paper); the central variant
+    ``||R_c(theta + eps z) - R_c(theta - eps z)||^2 / (4 eps^2)`` has bias
+    ``O(eps^2)``. It gives block traces only, not kernel-vector products.
+
+    :param callable residual_fn: ``params -> list of residual blocks``.
+    :param dict params: ``{name: tensor}`` at ``theta``.
+    :param step_size: ``eps > 0``, or ``"auto"``: ``eps`` such that
+        ``||eps z||`` is about ``tau * max(||theta||, 1)`` as in
+        :func:`auto_step_size`.
+    :type step_size: float | str
+    :param str difference: ``"forward"`` or ``"central"``.
+    :param torch.Generator generator: Source of ``z``.
+    :param residuals: ``R(theta)`` if already available (detached is fine).
+    :type residuals: list[torch.Tensor]
+    :return: Shape ``(n_blocks,)``.
+    :rtype: torch.Tensor
+    """
+    z = sample_probe(list(params.values()), "gaussian", generator)
+    eps = step_size
+    if eps == "auto":
+        # a direction of norm sqrt(p) gives eps = tau max(||theta||, 1) / sqrt(p),
+        # so that ||eps z|| ≈ tau max(||theta||, 1) since E||z||^2 = p; eps is
+        # then independent of z, which keeps the estimator's expansion simple
+        ones = [torch.ones_like(v) for v in z]
+        eps = auto_step_size(params, ones, difference, z[0].dtype)
+    plus = _evaluate_detached(residual_fn, displace(params, z, eps))
+    if difference == "forward":
+        if residuals is None:
+            residuals = residual_fn(params)
+        base = [r.detach() for r in residuals]
+        return torch.stack(
+            [(p - r).pow(2).sum() / eps**2 for p, r in zip(plus, base)]
+        )
+    minus = _evaluate_detached(residual_fn, displace(params, z, -eps))
+    return torch.stack(
+        [(p - m).pow(2).sum() / (4 * eps**2) for p, m in zip(plus, minus)]
+    )

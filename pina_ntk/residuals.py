@@ -1,0 +1,204 @@
+"""PINA adapter: the residual blocks of a solver as a residual function.
+
+A PINA solver evaluates each condition through ``condition.evaluate(batch,
+solver)``, which returns the element-wise residual. :class:`ResidualRecorder`
+records those calls during a training step, so the weighting can reuse the
+residual the step has already computed (no extra forward pass), and
+:func:`replay_residual_fn` turns the recorded calls into a pure function of
+the parameters, evaluated with :func:`torch.func.functional_call` so the
+model's own parameters are never modified.
+"""
+
+import torch
+from torch.func import functional_call
+
+
+def as_plain_tensor(tensor):
+    """
+    A residual as a plain :class:`torch.Tensor` (drops PINA labels).
+
+    :param torch.Tensor tensor: A tensor or ``LabelTensor``.
+    :return: The same data and autograd history, as a plain tensor.
+    :rtype: torch.Tensor
+    """
+    return torch.Tensor.as_subclass(tensor, torch.Tensor)
+
+
+def trainable_parameters(solver):
+    """
+    The parameters the kernel is taken with respect to.
+
+    These are the solver's module parameters with ``requires_grad=True``.
+    The unknown parameters of a PINA ``InverseProblem`` are not module
+    parameters and do not enter the kernel: the NTK describes the network.
+
+    :param solver: A PINA solver.
+    :return: ``{name: parameter}`` in ``named_parameters`` order.
+    :rtype: dict
+    """
+    return {n: p for n, p in solver.named_parameters() if p.requires_grad}
+
+
+class _Replay(torch.nn.Module):
+    """Evaluates recorded ``condition.evaluate`` calls; holds the solver as a
+    submodule so that functional_call can swap its parameters."""
+
+    def __init__(self, solver, calls):
+        super().__init__()
+        self.solver = solver
+        self._calls = calls
+
+    def forward(self):
+        return [
+            as_plain_tensor(evaluate(batch, self.solver))
+            for evaluate, batch in self._calls
+        ]
+
+
+def replay_residual_fn(solver, calls, names):
+    """
+    A residual function that re-runs recorded condition evaluations.
+
+    :param solver: The PINA solver the calls belong to.
+    :param calls: ``(condition_name, evaluate, batch)`` triples, where
+        ``evaluate`` is the condition's *original* bound method.
+    :type calls: list[tuple]
+    :param names: The condition names, in block order.
+    :type names: list[str]
+    :return: ``params -> list of residual blocks`` (one per name, flattened
+        and concatenated over that condition's calls).
+    :rtype: callable
+    """
+    module = _Replay(solver, [(ev, batch) for _, ev, batch in calls])
+    owners = [name for name, _, _ in calls]
+
+    def residual_fn(params):
+        prefixed = {f"solver.{k}": v for k, v in params.items()}
+        with torch.enable_grad():  # PINA's operators differentiate inputs
+            outputs = functional_call(module, prefixed, (), strict=False)
+        return group_blocks(owners, outputs, names)
+
+    return residual_fn
+
+
+def group_blocks(owners, residuals, names):
+    """
+    Flatten and concatenate residuals by owning condition, in ``names`` order.
+
+    :param owners: The condition name of each residual.
+    :type owners: list[str]
+    :param residuals: The residual tensors.
+    :type residuals: list[torch.Tensor]
+    :param names: The block order.
+    :type names: list[str]
+    :return: One flat tensor per name.
+    :rtype: list[torch.Tensor]
+    :raises RuntimeError: If a condition has no residual.
+    """
+    blocks = []
+    for name in names:
+        parts = [r.reshape(-1) for o, r in zip(owners, residuals) if o == name]
+        if not parts:
+            raise RuntimeError(
+                f"No residual was recorded for condition {name!r}: the solver "
+                "did not evaluate it through condition.evaluate(...)."
+            )
+        blocks.append(parts[0] if len(parts) == 1 else torch.cat(parts))
+    return blocks
+
+
+class ResidualRecorder:
+    """
+    Records ``condition.evaluate`` calls of a problem while switched on.
+
+    :param problem: The PINA problem whose conditions are watched.
+
+    :Example:
+        >>> recorder = ResidualRecorder(problem)  # doctest: +SKIP
+        >>> recorder.attach(); recorder.start()   # doctest: +SKIP
+        >>> loss = solver.training_step(batch, 0) # doctest: +SKIP
+        >>> blocks = recorder.blocks(["D", "boundary"])  # doctest: +SKIP
+    """
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.calls = []  # (name, original evaluate, batch)
+        self.residuals = []
+        self.recording = False
+        self._originals = {}
+
+    def attach(self):
+        """Install the recording wrappers (idempotent)."""
+        for name, condition in self.problem.conditions.items():
+            if name in self._originals:
+                continue
+            original = condition.evaluate
+            self._originals[name] = original
+            condition.evaluate = _RecordingEvaluate(self, name, original)
+
+    def detach(self):
+        """Remove the wrappers, restoring the conditions' own methods."""
+        for name, condition in self.problem.conditions.items():
+            if name in self._originals:
+                del condition.evaluate  # the instance attribute we added
+        self._originals = {}
+        self.stop()
+
+    def start(self):
+        """Forget earlier calls and begin recording."""
+        self.calls, self.residuals = [], []
+        self.recording = True
+
+    def stop(self):
+        """Stop recording and drop references to tensors."""
+        self.recording = False
+        self.calls, self.residuals = [], []
+
+    def names(self):
+        """:return: Recorded condition names, first-call order. :rtype: list"""
+        return list(dict.fromkeys(name for name, _, _ in self.calls))
+
+    def blocks(self, names):
+        """
+        The recorded residuals as blocks (with their autograd graph).
+
+        :param names: The block order.
+        :type names: list[str]
+        :return: One flat tensor per condition.
+        :rtype: list[torch.Tensor]
+        """
+        owners = [name for name, _, _ in self.calls]
+        return group_blocks(owners, self.residuals, names)
+
+    def residual_fn(self, solver, names):
+        """
+        The recorded calls as a function of the parameters.
+
+        :param solver: The PINA solver.
+        :param names: The block order.
+        :type names: list[str]
+        :return: See :func:`replay_residual_fn`.
+        :rtype: callable
+        """
+        return replay_residual_fn(solver, list(self.calls), names)
+
+
+class _RecordingEvaluate:
+    """Callable stored on a condition: evaluates and, when on, records."""
+
+    def __init__(self, recorder, name, original):
+        self.recorder = recorder
+        self.name = name
+        self.original = original
+
+    def __call__(self, batch, solver):
+        residual = self.original(batch, solver)
+        if self.recorder.recording:
+            self.recorder.calls.append((self.name, self.original, dict(batch)))
+            self.recorder.residuals.append(as_plain_tensor(residual))
+        return residual
+
+    def __reduce__(self):
+        # Pickling a problem mid-training (checkpoints, deepcopy) stores the
+        # condition without the wrapper.
+        return (getattr, (self.original.__self__, "evaluate"))

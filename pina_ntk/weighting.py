@@ -1,0 +1,317 @@
+"""NTK loss weightings for PINA solvers.
+
+Both classes are configuration objects that PINA's solvers accept as
+``weighting=...``; the statistics are computed inside the training step by
+:class:`~pina_ntk.callback.NTKCallback`, which must be passed to the
+``pina.Trainer``.
+"""
+
+from abc import abstractmethod
+
+from pina.weighting import BaseWeighting
+
+from .estimators import (
+    DIFFERENCES,
+    PROBES,
+    exact_block_traces,
+    kernel_probe_product,
+    parameter_space_block_traces,
+    predictor_block_traces,
+    sample_probe,
+    symmetrised_kernel_sketch,
+)
+from .safeguard import SpacedUpdateSafeguard
+
+#: Trace estimators of :class:`SketchNTKWeighting`.
+ESTIMATORS = ("predictor", "parameter")
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"{name} must be an integer >= {minimum}, got {value!r}."
+        )
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+
+
+def _check_step_size(value):
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(
+            f"step_size must be a positive float or 'auto', got {value!r}."
+        )
+    if not value > 0:
+        raise ValueError(f"step_size must be > 0, got {value!r}.")
+    return float(value)
+
+
+def _make_safeguard(safeguard):
+    if safeguard is None or isinstance(safeguard, SpacedUpdateSafeguard):
+        return safeguard
+    if safeguard == "default":
+        return SpacedUpdateSafeguard()
+    if callable(safeguard):
+        return SpacedUpdateSafeguard(budget=safeguard)
+    raise ValueError(
+        "safeguard must be 'default', None, a callable budget h(t) or a "
+        f"SpacedUpdateSafeguard, got {safeguard!r}."
+    )
+
+
+def _check_bounds(bounds):
+    try:
+        lower, upper = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"weight_bounds must be a pair (lower, upper), got {bounds!r}."
+        ) from None
+    if not 0.0 < lower < upper:
+        raise ValueError(
+            f"weight_bounds must satisfy 0 < lower < upper, got {bounds!r}."
+        )
+    return lower, upper
+
+
+class _KernelWeighting(BaseWeighting):
+    """Shared behaviour of the NTK weightings (not for direct use)."""
+
+    #: Moving-average rate and warm-start size of the kernel buffer.
+    alpha = 1.0
+    warmup_samples = 1
+    full_kernel = False
+
+    def __init__(self, safeguard, weight_bounds):
+        # PINA calls update_weights every step with update_every_n_epochs=1;
+        # when statistics are refreshed is decided per optimisation step here.
+        super().__init__(update_every_n_epochs=1, aggregator="sum")
+        self.safeguard = _make_safeguard(safeguard)
+        self.weight_bounds = _check_bounds(weight_bounds)
+        self._callback = None
+
+    def update_weights(self, losses):
+        """
+        Weights for the current losses, from the attached callback.
+
+        Outside a training step (validation, testing) the last training
+        weights are reused (ones before the first step).
+
+        :param dict losses: The mapping from condition names to scalar losses.
+        :return: The mapping from condition names to weights.
+        :rtype: dict
+        :raises RuntimeError: If no :class:`~pina_ntk.NTKCallback` drives
+            this weighting.
+        """
+        trainer = self.solver.trainer
+        if self._callback is None:
+            raise RuntimeError(
+                f"{type(self).__name__} needs its Lightning callback: pass "
+                "callbacks=[pina_ntk.NTKCallback()] to pina.Trainer(...)."
+            )
+        if not trainer.training or not self._callback.in_training_step:
+            saved = self.last_saved_weights()
+            return {c: saved.get(c, 1.0) for c in losses}
+        return self._callback.weights_for_step(losses)
+
+    def is_due(self, step):
+        """
+        Whether the kernel statistics are refreshed at ``step``.
+
+        :param int step: The optimisation step, from 0.
+        :rtype: bool
+        """
+        return True
+
+    @abstractmethod
+    def sample(self, residual_fn, params, residuals, generator):
+        """
+        One sample of the block traces (and, if asked, of the kernel).
+
+        :param callable residual_fn: ``params -> list of residual blocks``.
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks from the training step.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
+            :attr:`full_kernel`.
+        :rtype: tuple
+        """
+
+
+class NTKWeighting(_KernelWeighting):
+    """
+    Exact NTK weights (Algorithm 1 of Hirsch & Pichi; Wang, Yu & Perdikaris).
+
+    Every ``update_every_n_steps`` optimisation steps the block traces
+    ``Tr(K_cc) = sum_{i in c} ||grad R_i||^2`` are computed exactly (one
+    backward pass per residual entry) and each condition gets the weight
+    ``w_c = mean diag(K) / mean diag(K_cc)``: the per-entry weight
+    ``Tr(K)/Tr(K_cc)`` of the paper up to one global constant (see
+    :mod:`pina_ntk.weights`).
+
+    :param int update_every_n_steps: Steps between exact recomputations;
+        ``1`` recomputes at every step. Default is ``1``.
+    :param safeguard: The spaced-update rule: ``"default"``
+        (:class:`~pina_ntk.SpacedUpdateSafeguard` with its scale-aware
+        budget), a callable budget ``h(t)``, a safeguard instance, or
+        ``None`` to apply every update. Default is ``"default"``.
+    :param tuple weight_bounds: ``(lower, upper)`` clamp of the weights.
+        Default is ``(1e-6, 1e6)``.
+    :param int chunk_size: Residual entries differentiated per vectorised
+        backward pass (``1``: a plain loop). Default is ``1``.
+    :raises ValueError: If an argument is out of range.
+
+    :Example:
+        >>> from pina import Trainer
+        >>> from pina.solver import PhysicsInformedSingleModelSolver
+        >>> from pina_ntk import NTKWeighting, NTKCallback
+        >>> solver = PhysicsInformedSingleModelSolver(
+        ...     problem, model, weighting=NTKWeighting(update_every_n_steps=100)
+        ... )  # doctest: +SKIP
+        >>> Trainer(solver, max_epochs=1000, callbacks=[NTKCallback()]).train()
+        ... # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        update_every_n_steps=1,
+        safeguard="default",
+        weight_bounds=(1e-6, 1e6),
+        chunk_size=1,
+    ):
+        _check_int("update_every_n_steps", update_every_n_steps, 1)
+        _check_int("chunk_size", chunk_size, 1)
+        super().__init__(safeguard, weight_bounds)
+        self.update_every_n_steps = update_every_n_steps
+        self.chunk_size = chunk_size
+
+    def is_due(self, step):
+        """:param int step: The step. :rtype: bool"""
+        return step % self.update_every_n_steps == 0
+
+    def sample(self, residual_fn, params, residuals, generator):
+        """Exact block traces; see :meth:`_KernelWeighting.sample`."""
+        traces = exact_block_traces(
+            residuals, list(params.values()), self.chunk_size
+        )
+        return traces.detach(), None
+
+
+class SketchNTKWeighting(_KernelWeighting):
+    """
+    Sketched NTK weights with a moving average (Algorithms 2 and 3).
+
+    At the first step the block traces are the mean of ``warmup_samples``
+    sketches; afterwards one new sketch per step is folded in with rate
+    ``alpha``. Two estimators are available:
+
+    * ``"predictor"`` (Algorithm 2): a predictor step ``theta^ = theta + dt
+      grad R g`` with probe ``g`` gives ``K g ≈ (R(theta^) - R(theta))/dt``
+      and the unbiased block sketches ``g_c · (K g)_c``. Reuses the
+      training step's residual: one extra backward and one extra forward
+      (two forwards with ``difference="central"``).
+    * ``"parameter"`` (Theorem *alternative-ntk-approximation*):
+      ``||R_c(theta + eps z) - R_c(theta)||^2 / eps^2`` with ``z ~ N(0, I)``:
+      one extra forward, no backward; traces only.
+
+    :param float alpha: Moving-average rate in ``(0, 1]``. Default ``1e-3``
+        (the paper's wave experiment).
+    :param int warmup_samples: Samples ``N >= 1`` of the warm start.
+        Default ``32``.
+    :param step_size: ``dt`` (or ``eps``) ``> 0``, or ``"auto"`` for a
+        displacement of relative size ``sqrt(eps_mach)`` (forward) or
+        ``eps_mach^(1/3)`` (central) of ``max(||theta||, 1)``.
+        Default ``"auto"``.
+    :param str probe: ``"gaussian"`` or ``"rademacher"`` (predictor only).
+        Default ``"gaussian"``.
+    :param str estimator: ``"predictor"`` or ``"parameter"``.
+        Default ``"predictor"``.
+    :param str difference: ``"forward"`` (bias ``O(dt)``) or ``"central"``
+        (bias ``O(dt^2)``). Default ``"forward"``.
+    :param bool full_kernel: Also keep the moving average of the full
+        ``n × n`` kernel sketch ``(Kg g^T + g (Kg)^T)/2`` (predictor only;
+        the point set must not change between steps). Default ``False``.
+    :param safeguard: As in :class:`NTKWeighting`. Default ``"default"``.
+    :param tuple weight_bounds: As in :class:`NTKWeighting`.
+    :param int seed: Seed of the probe stream; ``None`` draws one from
+        torch's global generator (so ``lightning.seed_everything`` fixes it).
+    :raises ValueError: If an argument is out of range or unknown.
+
+    :Example:
+        >>> from pina_ntk import SketchNTKWeighting, NTKCallback
+        >>> weighting = SketchNTKWeighting(alpha=1e-3, warmup_samples=32)
+        >>> solver = PhysicsInformedSingleModelSolver(
+        ...     problem, model, weighting=weighting)  # doctest: +SKIP
+        >>> Trainer(solver, callbacks=[NTKCallback()]).train()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        alpha=1e-3,
+        warmup_samples=32,
+        step_size="auto",
+        probe="gaussian",
+        estimator="predictor",
+        difference="forward",
+        full_kernel=False,
+        safeguard="default",
+        weight_bounds=(1e-6, 1e6),
+        seed=None,
+    ):
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
+            raise ValueError(f"alpha must be a float in (0, 1], got {alpha!r}.")
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}.")
+        _check_int("warmup_samples", warmup_samples, 1)
+        _check_choice("probe", probe, PROBES)
+        _check_choice("estimator", estimator, ESTIMATORS)
+        _check_choice("difference", difference, DIFFERENCES)
+        if not isinstance(full_kernel, bool):
+            raise ValueError(f"full_kernel must be a bool, got {full_kernel!r}.")
+        if full_kernel and estimator != "predictor":
+            raise ValueError(
+                "full_kernel=True needs estimator='predictor': the "
+                "parameter-space estimator gives block traces only."
+            )
+        if seed is not None:
+            _check_int("seed", seed, 0)
+        super().__init__(safeguard, weight_bounds)
+        self.alpha = float(alpha)
+        self.warmup_samples = warmup_samples
+        self.step_size = _check_step_size(step_size)
+        self.probe = probe
+        self.estimator = estimator
+        self.difference = difference
+        self.full_kernel = full_kernel
+        self.seed = seed
+
+    def sample(self, residual_fn, params, residuals, generator):
+        """Sketched block traces; see :meth:`_KernelWeighting.sample`."""
+        if self.estimator == "parameter":
+            traces = parameter_space_block_traces(
+                residual_fn,
+                params,
+                self.step_size,
+                self.difference,
+                generator,
+                residuals,
+            )
+            return traces, None
+        probe = sample_probe(residuals, self.probe, generator)
+        product = kernel_probe_product(
+            residual_fn,
+            params,
+            probe,
+            self.step_size,
+            self.difference,
+            residuals,
+        )
+        traces = predictor_block_traces(probe, product)
+        kernel = None
+        if self.full_kernel:
+            kernel = symmetrised_kernel_sketch(probe, product)
+        return traces, kernel

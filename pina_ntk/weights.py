@@ -1,0 +1,105 @@
+"""The NTK weight formula and its numerical guards, as tensor functions.
+
+Convention. Wang, Yu & Perdikaris weight the *residual entries* of condition
+``c`` by ``lambda_c = Tr(K) / Tr(K_cc)``. PINA multiplies a *reduced*
+condition loss by one weight ``w_c``: with the ``mean`` reduction the loss of
+``c`` is ``(1/n_c) sum_{i in c} R_i^2``, so the effective weight of one entry
+is ``w_c / n_c``; with ``sum`` it is ``w_c``. We choose
+
+* ``mean``: ``w_c = mean diag(K) / mean diag(K_cc) = lambda_c n_c / n``,
+* ``sum``:  ``w_c = mean diag(K) / Tr(K_cc) = lambda_c / n``,
+
+so that in both cases every residual entry of ``c`` carries the effective
+weight ``lambda_c / n`` (``n`` the total number of entries): the paper's
+``Lambda`` up to the single global constant ``1/n``, and the two reductions
+give the same total loss. With the ``mean`` reduction a kernel with uniform
+diagonal gives ``w_c = 1`` for every condition.
+"""
+
+import torch
+
+#: Loss reductions understood by :func:`ntk_weights`.
+REDUCTIONS = ("mean", "sum")
+
+
+def ntk_weights(block_traces, block_sizes, reduction="mean"):
+    """
+    Condition weights from block traces of the NTK (see the module notes).
+
+    :param torch.Tensor block_traces: ``Tr(K_cc)`` per condition, ``(C,)``.
+    :param torch.Tensor block_sizes: Residual entries ``n_c`` per condition.
+    :param str reduction: The loss reduction, ``"mean"`` or ``"sum"``.
+    :return: The weight ``w_c`` of each condition's reduced loss, ``(C,)``.
+    :rtype: torch.Tensor
+    :raises ValueError: If ``reduction`` is not one of :data:`REDUCTIONS`.
+
+    :Example:
+        >>> ntk_weights(torch.tensor([4.0, 1.0]), torch.tensor([2.0, 1.0]))
+        tensor([0.8333, 1.6667])
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"reduction must be one of {REDUCTIONS}, got {reduction!r}."
+        )
+    sizes = block_sizes.to(block_traces)
+    mean_diag = block_traces.sum() / sizes.sum()
+    weights = mean_diag / (block_traces / sizes)
+    return weights / sizes if reduction == "sum" else weights
+
+
+def entry_weights(weights, block_sizes, reduction="mean"):
+    """
+    The effective weight of one residual entry of each condition.
+
+    :param torch.Tensor weights: Condition weights ``w_c``.
+    :param torch.Tensor block_sizes: Residual entries ``n_c`` per condition.
+    :param str reduction: The loss reduction, ``"mean"`` or ``"sum"``.
+    :return: ``w_c / n_c`` for ``mean``, ``w_c`` for ``sum``.
+    :rtype: torch.Tensor
+    """
+    if reduction not in REDUCTIONS:
+        raise ValueError(
+            f"reduction must be one of {REDUCTIONS}, got {reduction!r}."
+        )
+    sizes = block_sizes.to(weights)
+    return weights / sizes if reduction == "mean" else weights
+
+
+def usable_traces(block_traces):
+    """
+    Whether trace estimates can form weights: all finite and positive.
+
+    Returned as a 0-d boolean tensor so callers can branch with
+    :func:`torch.where` without a device-to-host synchronisation.
+
+    :param torch.Tensor block_traces: Trace estimates, ``(C,)``.
+    :return: ``True`` when every estimate is finite and strictly positive.
+    :rtype: torch.Tensor
+    """
+    return torch.isfinite(block_traces).all() & (block_traces > 0).all()
+
+
+def guarded_weights(
+    block_traces, block_sizes, previous, reduction="mean", bounds=(1e-6, 1e6)
+):
+    """
+    Weights from trace estimates that can never be non-finite or out of range.
+
+    If any estimate is non-finite or non-positive the ``previous`` weights are
+    returned unchanged; otherwise :func:`ntk_weights` clamped to ``bounds``
+    (the paper's Assumption 3.2, bounded ``Lambda``).
+
+    :param torch.Tensor block_traces: Trace estimates, ``(C,)``.
+    :param torch.Tensor block_sizes: Residual entries per condition.
+    :param torch.Tensor previous: The weights to keep on failure, ``(C,)``.
+    :param str reduction: The loss reduction.
+    :param tuple bounds: ``(lower, upper)`` for the weights.
+    :return: ``(weights, ok)`` with ``ok`` a 0-d boolean tensor.
+    :rtype: tuple[torch.Tensor, torch.Tensor]
+    """
+    ok = usable_traces(block_traces)
+    # Replace bad traces by ones before dividing so no NaN can leak through
+    # torch.where's unselected branch into gradients or logs.
+    safe = torch.where(ok, block_traces, torch.ones_like(block_traces))
+    proposed = ntk_weights(safe, block_sizes, reduction).clamp(*bounds)
+    return torch.where(ok, proposed, previous.to(proposed)), ok
