@@ -239,8 +239,22 @@ class NTKCallback(Callback):
         """Stop recording, log the statistics and advance the step."""
         self._recorder.stop()
         self.in_training_step = False
-        if self._weights is None:
-            return
+        if self._weights is not None and self._is_logging_step(trainer):
+            self._log(pl_module)
+            self._warn_if_invalid()
+        self.step += 1
+
+    def on_train_end(self, trainer, pl_module):
+        """Report an unusable estimate not yet reported at a logging step."""
+        self._warn_if_invalid()
+
+    def _is_logging_step(self, trainer):
+        # Lightning's convention: metrics every ``log_every_n_steps`` steps;
+        # calling ``log`` on the other steps would only cost time.
+        every = trainer.log_every_n_steps
+        return every > 0 and self.step % every == 0
+
+    def _log(self, pl_module):
         for name, weight, trace in zip(self._names, self._weights, self._traces):
             pl_module.log(f"ntk_weight/{name}", weight, on_step=True, on_epoch=False)
             pl_module.log(f"ntk_trace/{name}", trace, on_step=True, on_epoch=False)
@@ -257,6 +271,10 @@ class NTKCallback(Callback):
                     on_step=True,
                     on_epoch=False,
                 )
+
+    def _warn_if_invalid(self):
+        # Reading the flag synchronises with the device: done on logging
+        # steps only, and only until the warning has been given once.
         if not self._warned_invalid and self._invalid is not None:
             if bool(self._invalid):
                 self._warned_invalid = True
@@ -268,7 +286,6 @@ class NTKCallback(Callback):
                     RuntimeWarning,
                     stacklevel=2,
                 )
-        self.step += 1
 
     # -------------------------------------------------------- diagnostics
     @property
