@@ -12,6 +12,7 @@ from .estimators import (
     sample_probe,
 )
 from .residuals import replay_residual_fn, trainable_parameters
+from .weights import ntk_weights
 
 #: Methods of :func:`ntk_traces`.
 METHODS = ("exact", "sketch")
@@ -85,6 +86,44 @@ def ntk_traces(
         >>> ntk_traces(solver)  # doctest: +SKIP
         {'D': tensor(1520.3), 'boundary': tensor(21.9), ...}
     """
+    names, traces, _ = _block_statistics(
+        solver,
+        method,
+        samples,
+        estimator,
+        step_size,
+        difference,
+        probe,
+        seed,
+        chunk_size,
+    )
+    return dict(zip(names, traces))
+
+
+def solver_ntk_weights(solver, method="exact", **kwargs):
+    """
+    The NTK weights of the solver's conditions at its current parameters.
+
+    The weights :class:`~pina_ntk.NTKWeighting` would use (without safeguard
+    or clamping) for the solver's loss reduction; see
+    :func:`pina_ntk.weights.ntk_weights` for the convention.
+
+    :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
+    :param str method: ``"exact"`` or ``"sketch"``.
+    :param kwargs: Further options of :func:`ntk_traces`.
+    :return: ``{condition: weight}`` as floats.
+    :rtype: dict
+
+    :Example:
+        >>> solver_ntk_weights(solver)  # doctest: +SKIP
+        {'D': 0.41, 'boundary': 1.87, 't0': 1.02}
+    """
+    names, traces, sizes = _block_statistics(solver, method, **kwargs)
+    weights = ntk_weights(traces, sizes, solver._reduction)
+    return dict(zip(names, weights.tolist()))
+
+
+def _check_options(method, samples, estimator, probe, difference):
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
     if estimator not in ("predictor", "parameter"):
@@ -100,14 +139,32 @@ def ntk_traces(
         )
     if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
         raise ValueError(f"samples must be an integer >= 1, got {samples!r}.")
+
+
+def _block_statistics(
+    solver,
+    method="exact",
+    samples=100,
+    estimator="predictor",
+    step_size="auto",
+    difference="forward",
+    probe="gaussian",
+    seed=None,
+    chunk_size=1,
+):
+    """``(names, traces, sizes)`` of the solver's condition blocks."""
+    _check_options(method, samples, estimator, probe, difference)
     calls = condition_calls(solver)
     names = [name for name, _, _ in calls]
     residual_fn = replay_residual_fn(solver, calls, names)
     params = trainable_parameters(solver)
     residuals = residual_fn(params)
+    sizes = torch.tensor([r.numel() for r in residuals])
     if method == "exact":
-        traces = exact_block_traces(residuals, list(params.values()), chunk_size)
-        return dict(zip(names, traces.detach()))
+        traces = exact_block_traces(
+            residuals, list(params.values()), chunk_size
+        )
+        return names, traces.detach(), sizes.to(traces.device)
     generator = torch.Generator(device=residuals[0].device)
     if seed is None:
         seed = int(torch.randint(0, 2**62, (1,)).item())
@@ -115,13 +172,21 @@ def ntk_traces(
     total = torch.zeros(len(names), dtype=residuals[0].dtype)
     for _ in range(samples):
         if estimator == "parameter":
-            total = total + parameter_space_block_traces(
-                residual_fn, params, step_size, difference, generator, residuals
-            ).cpu()
+            total = (
+                total
+                + parameter_space_block_traces(
+                    residual_fn,
+                    params,
+                    step_size,
+                    difference,
+                    generator,
+                    residuals,
+                ).cpu()
+            )
             continue
         g = sample_probe(residuals, probe, generator)
         kg = kernel_probe_product(
             residual_fn, params, g, step_size, difference, residuals
         )
         total = total + predictor_block_traces(g, kg).cpu()
-    return dict(zip(names, total / samples))
+    return names, total / samples, sizes

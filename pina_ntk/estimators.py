@@ -199,7 +199,9 @@ def auto_step_size(params, direction, difference, dtype):
     """
     eps = torch.finfo(dtype).eps
     tau = eps ** (0.5 if difference == "forward" else 1.0 / 3.0)
-    theta_norm = torch.sqrt(sum(p.detach().pow(2).sum() for p in params.values()))
+    theta_norm = torch.sqrt(
+        sum(p.detach().pow(2).sum() for p in params.values())
+    )
     dir_norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
     tiny = torch.finfo(dtype).tiny
     return tau * torch.clamp(theta_norm, min=1.0) / torch.clamp(dir_norm, tiny)
@@ -257,9 +259,7 @@ def predictor_block_traces(probe, kernel_product):
     :return: Shape ``(n_blocks,)``.
     :rtype: torch.Tensor
     """
-    return torch.stack(
-        [(g * kg).sum() for g, kg in zip(probe, kernel_product)]
-    )
+    return torch.stack([(g * kg).sum() for g, kg in zip(probe, kernel_product)])
 
 
 def symmetrised_kernel_sketch(probe, kernel_product):

@@ -125,23 +125,29 @@ class ResidualRecorder:
         self.calls = []  # (name, original evaluate, batch)
         self.residuals = []
         self.recording = False
-        self._originals = {}
 
     def attach(self):
-        """Install the recording wrappers (idempotent)."""
+        """
+        Make every condition's ``evaluate`` record into this recorder.
+
+        Idempotent and cheap, so it is re-run at every training batch: PINA
+        may replace condition objects (a new ``Trainer``, refinement
+        callbacks), and problems of one class share their conditions.
+        """
         for name, condition in self.problem.conditions.items():
-            if name in self._originals:
-                continue
-            original = condition.evaluate
-            self._originals[name] = original
-            condition.evaluate = _RecordingEvaluate(self, name, original)
+            current = condition.evaluate
+            if isinstance(current, _RecordingEvaluate):
+                if current.recorder is self and current.name == name:
+                    continue
+                current = current.original  # another recorder's wrapper
+            condition.evaluate = _RecordingEvaluate(self, name, current)
 
     def detach(self):
         """Remove the wrappers, restoring the conditions' own methods."""
-        for name, condition in self.problem.conditions.items():
-            if name in self._originals:
+        for condition in self.problem.conditions.values():
+            wrapper = condition.__dict__.get("evaluate")
+            if isinstance(wrapper, _RecordingEvaluate):
                 del condition.evaluate  # the instance attribute we added
-        self._originals = {}
         self.stop()
 
     def start(self):

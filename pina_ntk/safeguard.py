@@ -76,8 +76,9 @@ class SpacedUpdateSafeguard:
         :param torch.Tensor entry_weights: ``diag(Lambda_0)`` per condition.
         :param torch.Tensor residual_sq_norm: ``||R(theta_0)||^2``.
         """
-        zero = torch.zeros((), dtype=entry_weights.dtype,
-                           device=entry_weights.device)
+        zero = torch.zeros(
+            (), dtype=entry_weights.dtype, device=entry_weights.device
+        )
         self.total = zero
         self.accepted = zero.to(torch.long)
         self.rejected = zero.to(torch.long)

@@ -271,7 +271,9 @@ class SketchNTKWeighting(_KernelWeighting):
         _check_choice("estimator", estimator, ESTIMATORS)
         _check_choice("difference", difference, DIFFERENCES)
         if not isinstance(full_kernel, bool):
-            raise ValueError(f"full_kernel must be a bool, got {full_kernel!r}.")
+            raise ValueError(
+                f"full_kernel must be a bool, got {full_kernel!r}."
+            )
         if full_kernel and estimator != "predictor":
             raise ValueError(
                 "full_kernel=True needs estimator='predictor': the "

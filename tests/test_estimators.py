@@ -1,0 +1,274 @@
+"""Exact traces, predictor sketch and parameter-space sketch of the NTK."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from pina_ntk import ntk_traces
+from pina_ntk.diagnostics import condition_calls
+from pina_ntk.estimators import (
+    exact_block_traces,
+    kernel_probe_product,
+    parameter_space_block_traces,
+    predictor_block_traces,
+    sample_probe,
+    symmetrised_kernel_sketch,
+)
+from pina_ntk.residuals import replay_residual_fn, trainable_parameters
+
+from conftest import make_solver, make_trainer
+from reference import block_traces, jacobian_blocks, kernel
+
+
+@pytest.fixture
+def float64():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+def ready_solver(kind, n=12, width=16, seed=0, weighting=None):
+    """A solver whose conditions hold their points (Trainer created)."""
+    solver = make_solver(kind, weighting=weighting, n=n, width=width, seed=seed)
+    make_trainer(solver, steps=1, ntk=False)
+    return solver
+
+
+def residual_setup(solver):
+    calls = condition_calls(solver)
+    names = [name for name, _, _ in calls]
+    fn = replay_residual_fn(solver, calls, names)
+    params = trainable_parameters(solver)
+    return names, fn, params
+
+
+def fitted_slope(x, y):
+    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+
+
+# ------------------------------------------------------------------ exact
+@pytest.mark.parametrize("kind", ["poisson", "wave", "supervised"])
+def test_exact_traces_match_independent_loop(kind):
+    solver = ready_solver(kind)
+    expected = block_traces(jacobian_blocks(solver))
+    for chunk_size in (1, 7):
+        got = ntk_traces(solver, method="exact", chunk_size=chunk_size)
+        assert set(got) == set(expected)
+        for name, value in expected.items():
+            assert float(got[name]) == pytest.approx(value, rel=1e-6)
+
+
+def test_wave_initial_condition_counts_both_columns():
+    solver = ready_solver("wave")
+    blocks = jacobian_blocks(solver)
+    # AcousticWaveProblem lumps the initial value and velocity in one
+    # two-column SystemEquation: every point contributes two entries.
+    n_points = len(solver.problem.conditions["t0"].input)
+    assert blocks["t0"].shape[0] == 2 * n_points
+
+
+def test_exact_traces_inside_training_step_are_at_theta_t():
+    from pina_ntk import NTKWeighting
+
+    solver = ready_solver("poisson", weighting=NTKWeighting(safeguard=None))
+    expected = block_traces(jacobian_blocks(solver))  # at theta_0
+    trainer = make_trainer(solver, steps=1)
+    trainer.train()
+    callback = trainer.callbacks[-1]
+    for name, value in expected.items():
+        assert callback.traces[name] == pytest.approx(value, rel=1e-5)
+
+
+def test_unused_and_frozen_parameters_contribute_zero():
+    theta = torch.tensor([1.0, 2.0], requires_grad=True)
+    unused = torch.tensor([5.0], requires_grad=True)
+    frozen = torch.tensor([3.0])  # requires_grad=False: not a kernel parameter
+    blocks = [theta * torch.tensor([3.0, 4.0]) * frozen, theta.sum()[None]]
+    traces = exact_block_traces(blocks, [theta, unused])
+    assert torch.allclose(traces, torch.tensor([9.0 * 25.0, 2.0]))
+    constant = [torch.ones(3)]  # depends on no parameter at all
+    assert exact_block_traces(constant, [theta]).item() == 0.0
+
+
+def test_derivative_only_condition_ignores_output_bias(float64):
+    # The Poisson interior residual does not depend on the output bias; the
+    # exact traces must treat it as zero rather than fail.
+    solver = ready_solver("poisson")
+    names, fn, params = residual_setup(solver)
+    residuals = fn(params)
+    traces = exact_block_traces(residuals, list(params.values()))
+    assert torch.isfinite(traces).all() and (traces > 0).all()
+
+
+# --------------------------------------------------------------- sketches
+def hutchinson_variances(K, slices, probe):
+    """Exact variance of ``g_c^T (K g)_c`` for each block."""
+    out = {}
+    for name, sl in slices.items():
+        proj = np.zeros_like(K)
+        proj[sl, :] = K[sl, :]
+        sym = 0.5 * (proj + proj.T)
+        frob = float((sym**2).sum())
+        if probe == "gaussian":
+            out[name] = 2.0 * frob
+        else:
+            out[name] = 2.0 * (frob - float((np.diag(sym) ** 2).sum()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "estimator,probe",
+    [
+        ("predictor", "gaussian"),
+        ("predictor", "rademacher"),
+        ("parameter", None),
+    ],
+)
+def test_sketch_mean_matches_exact_within_its_standard_error(
+    float64, estimator, probe
+):
+    solver = ready_solver("wave", n=10, width=12)
+    blocks = jacobian_blocks(solver)
+    K, slices = kernel(blocks)
+    exact = block_traces(blocks)
+    if estimator == "predictor":
+        variances = hutchinson_variances(K, slices, probe)
+    else:  # ||J_c z||^2 with z ~ N(0, I): variance 2 ||K_cc||_F^2
+        variances = {
+            n: 2.0 * float((K[s, s] ** 2).sum()) for n, s in slices.items()
+        }
+    samples = 400
+    got = ntk_traces(
+        solver,
+        method="sketch",
+        samples=samples,
+        estimator=estimator,
+        probe=probe or "gaussian",
+        seed=1234,
+    )
+    for name, value in exact.items():
+        standard_error = math.sqrt(variances[name] / samples)
+        assert standard_error < 0.25 * value  # the check is not vacuous
+        assert (
+            abs(float(got[name]) - value) <= 4.0 * standard_error + 1e-8 * value
+        )
+
+
+def test_symmetrised_kernel_sketch_is_unbiased(float64):
+    torch.manual_seed(0)
+    J = torch.randn(5, 3)
+    K = J @ J.T
+    fn = lambda p: [J[:2] @ p["theta"], J[2:] @ p["theta"]]  # noqa: E731
+    params = {"theta": torch.zeros(3, requires_grad=True)}
+    gen = torch.Generator().manual_seed(0)
+    total, samples = torch.zeros(5, 5), 4000
+    sq = torch.zeros(5, 5)
+    for _ in range(samples):
+        g = sample_probe([torch.zeros(2), torch.zeros(3)], generator=gen)
+        kg = kernel_probe_product(fn, params, g, step_size=1.0)
+        sketch = symmetrised_kernel_sketch(g, kg)
+        total += sketch
+        sq += sketch**2
+    mean = total / samples
+    standard_error = ((sq / samples - mean**2) / samples).sqrt()
+    assert torch.all((mean - K).abs() <= 4.5 * standard_error + 1e-12)
+    assert torch.allclose(sketch, sketch.T)
+
+
+@pytest.mark.parametrize("difference,order", [("forward", 1), ("central", 2)])
+def test_discretisation_error_order(float64, difference, order):
+    solver = ready_solver("wave", n=8, width=12)
+    names, fn, params = residual_setup(solver)
+    jac = np.concatenate(list(jacobian_blocks(solver).values()))
+    residuals = fn(params)
+    gen = torch.Generator().manual_seed(7)
+    probes = [sample_probe(residuals, generator=gen) for _ in range(4)]
+    theta_norm = math.sqrt(sum(float(p.pow(2).sum()) for p in params.values()))
+    v_norm = float(np.linalg.norm(jac.T @ torch.cat(probes[0]).numpy()))
+    base = theta_norm / v_norm
+    steps = [base * s for s in (3e-2, 1e-2, 3e-3, 1e-3)]
+    errors = []
+    for dt in steps:
+        err = 0.0
+        for g in probes:
+            kg = kernel_probe_product(fn, params, g, dt, difference, residuals)
+            g_flat = torch.cat(g).numpy()
+            exact = jac @ (jac.T @ g_flat)
+            err += float(np.abs(torch.cat(kg).detach().numpy() - exact).sum())
+        errors.append(err)
+    slope = fitted_slope(steps, errors)
+    assert order - 0.2 <= slope <= order + 0.2
+
+
+@pytest.mark.parametrize("difference,order", [("forward", 1), ("central", 2)])
+def test_parameter_space_discretisation_error_order(float64, difference, order):
+    solver = ready_solver("poisson", n=8, width=12)
+    names, fn, params = residual_setup(solver)
+    jac = jacobian_blocks(solver)
+    residuals = fn(params)
+    errors, steps = [], [3e-2, 1e-2, 3e-3, 1e-3]
+    for eps in steps:
+        gen = torch.Generator().manual_seed(3)  # same z for every eps
+        traces = parameter_space_block_traces(
+            fn, params, eps, difference, gen, residuals
+        )
+        gen = torch.Generator().manual_seed(3)
+        z = torch.cat(
+            [
+                v.reshape(-1)
+                for v in sample_probe(list(params.values()), generator=gen)
+            ]
+        ).numpy()
+        exact = [float(((rows @ z) ** 2).sum()) for rows in jac.values()]
+        errors.append(float(np.abs(traces.numpy() - exact).sum()))
+    slope = fitted_slope(steps, errors)
+    assert order - 0.25 <= slope <= order + 0.25
+
+
+def test_monte_carlo_error_decays_like_one_over_n(float64):
+    solver = ready_solver("wave", n=8, width=12)
+    names, fn, params = residual_setup(solver)
+    exact = sum(block_traces(jacobian_blocks(solver)).values())
+    residuals = fn(params)
+    gen = torch.Generator().manual_seed(11)
+    repetitions, largest = 40, 32
+    samples = []
+    for _ in range(repetitions * largest):
+        g = sample_probe(residuals, generator=gen)
+        kg = kernel_probe_product(fn, params, g, "auto", "forward", residuals)
+        samples.append(float(predictor_block_traces(g, kg).sum()))
+    samples = np.array(samples)
+    sizes = [1, 2, 4, 8, 16, 32]
+    mse = []
+    for n in sizes:
+        means = samples[: repetitions * n].reshape(repetitions, n).mean(axis=1)
+        mse.append(float(((means - exact) ** 2).mean()))
+    slope = fitted_slope(sizes, mse)
+    assert -1.25 <= slope <= -0.75
+
+
+def test_predictor_never_modifies_parameters_or_their_grads():
+    solver = ready_solver("poisson")
+    names, fn, params = residual_setup(solver)
+    before = {k: v.detach().clone() for k, v in params.items()}
+    residuals = fn(params)
+    g = sample_probe(residuals, generator=torch.Generator().manual_seed(0))
+    kernel_probe_product(fn, params, g, "auto", "central", residuals)
+    parameter_space_block_traces(fn, params, residuals=residuals)
+    for k, v in params.items():
+        assert torch.equal(v, before[k])
+        assert v.grad is None
+    # the training graph is still intact: a backward pass works
+    sum(r.pow(2).sum() for r in residuals).backward()
+
+
+def test_zero_residual_entries_are_harmless():
+    theta = torch.tensor([0.0, 1.0], requires_grad=True)
+    fn = lambda p: [p["theta"] * torch.tensor([1.0, 0.0])]  # noqa: E731
+    params = {"theta": theta}
+    g = [torch.tensor([1.0, -1.0])]
+    kg = kernel_probe_product(fn, params, g, step_size=0.5)
+    assert torch.allclose(kg[0], torch.tensor([1.0, 0.0]))
