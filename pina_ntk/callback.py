@@ -2,6 +2,7 @@
 
 import warnings
 
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina.solver import SingleModelSolver
@@ -10,6 +11,22 @@ from .moving_average import MovingAverage
 from .residuals import ResidualRecorder, trainable_parameters
 from .weighting import _KernelWeighting
 from .weights import entry_weights, guarded_weights
+
+
+def probe_seed(seed, rank, step):
+    """
+    The seed of the probes drawn by process ``rank`` at ``step``.
+
+    :param int seed: The run's base seed.
+    :param int rank: The global rank of the process.
+    :param int step: The optimisation step.
+    :return: A well-mixed 63-bit seed (NumPy's ``SeedSequence``).
+    :rtype: int
+    """
+    state = np.random.SeedSequence([seed, rank, step]).generate_state(
+        1, np.uint64
+    )
+    return int(state[0] >> np.uint64(1))
 
 
 class NTKCallback(Callback):
@@ -81,6 +98,7 @@ class NTKCallback(Callback):
         self._kernel = None  # MovingAverage of the full kernel sketch
         self._points = None  # inputs of the last step (full-kernel check)
         self._generator = None
+        self._seed = None
         self._invalid = None  # 0-d bool: an estimate was unusable
         self._warned_invalid = False
 
@@ -111,6 +129,12 @@ class NTKCallback(Callback):
                 "This weighting is already driven by another NTKCallback: "
                 "pass a single NTKCallback to the Trainer."
             )
+        if weighting.full_kernel and trainer.world_size > 1:
+            raise ValueError(
+                "full_kernel=True is not available in distributed training: "
+                "each process only sees its share of the points. Use "
+                "full_kernel=False (per-condition traces are all-reduced)."
+            )
         if pl_module._reduction not in ("mean", "sum"):
             raise ValueError(
                 "NTK weights need a loss with reduction 'mean' or 'sum'; got "
@@ -137,12 +161,12 @@ class NTKCallback(Callback):
 
     def on_train_start(self, trainer, pl_module):
         """Create the probe stream and apply a restored checkpoint state."""
-        weighting = self._weighting
-        seed = getattr(weighting, "seed", None)
+        seed = getattr(self._weighting, "seed", None)
         if seed is None:
+            # from torch's global generator: lightning.seed_everything fixes it
             seed = int(torch.randint(0, 2**62, (1,)).item())
+        self._seed = seed
         self._generator = torch.Generator(device=pl_module.device)
-        self._generator.manual_seed(seed)
         if self._pending_state is not None:
             self._apply_state(self._pending_state, pl_module.device)
             self._pending_state = None
@@ -187,25 +211,33 @@ class NTKCallback(Callback):
         solver = self._solver
         residual_fn = self._recorder.residual_fn(solver, names)
         params = trainable_parameters(solver)
-        first = self._diag is None
-        if first:
+        if self._diag is None:
             self._diag = MovingAverage(weighting.alpha)
             if weighting.full_kernel:
                 self._kernel = MovingAverage(weighting.alpha)
         draws = weighting.warmup_samples if self._diag.value is None else 1
+        # Probes depend only on (seed, rank, step): independent across ranks,
+        # and identical after a resume without saving generator states.
+        self._generator.manual_seed(
+            probe_seed(self._seed, self._solver.trainer.global_rank, self.step)
+        )
         samples = [
             weighting.sample(residual_fn, params, residuals, self._generator)
             for _ in range(draws)
         ]
-        per_entry = torch.stack([t for t, _ in samples]) / sizes
+        # Under data parallelism each rank holds a share of every condition's
+        # points. Block traces only involve diagonal kernel entries, so the
+        # sums over ranks of local traces and entry counts are exactly those
+        # of the union of the points; every rank then forms the same weights.
+        sizes = self._global_sum(sizes.to(samples[0][0].dtype))
+        local = torch.stack([t for t, _ in samples])
+        per_entry = self._global_sum(local) / sizes
         diag = self._diag.update(per_entry)
         if weighting.full_kernel:
             self._check_fixed_points()
             self._kernel.update(torch.stack([k for _, k in samples]))
 
-        traces = per_entry.new_full((len(names),), float("nan"))
-        if diag is not None:
-            traces = diag * sizes
+        traces = diag * sizes
         previous = self._weights
         if previous is None:
             previous = torch.ones_like(traces)
@@ -221,7 +253,8 @@ class NTKCallback(Callback):
 
         guard = weighting.safeguard
         if guard is not None:
-            residual_sq = sum(r.detach().pow(2).sum() for r in residuals)
+            local_sq = sum(r.detach().pow(2).sum() for r in residuals)
+            residual_sq = self._global_sum(local_sq)
             proposed = entry_weights(weights, sizes, solver._reduction)
             if self._weights is None:
                 guard.start(proposed, residual_sq)
@@ -233,6 +266,13 @@ class NTKCallback(Callback):
                 weights = torch.where(accept, weights, previous)
         self._weights = weights.detach()
         self._traces = traces.detach()
+
+    def _global_sum(self, tensor):
+        """Sum over the processes of a distributed run (identity otherwise)."""
+        trainer = self._solver.trainer
+        if trainer.world_size == 1:
+            return tensor
+        return trainer.strategy.reduce(tensor, reduce_op="sum")
 
     def _check_fixed_points(self):
         points = torch.cat(
@@ -349,9 +389,7 @@ class NTKCallback(Callback):
             ),
             "points": self._points,
             "safeguard": None if guard is None else guard.state_dict(),
-            "generator": (
-                None if self._generator is None else self._generator.get_state()
-            ),
+            "seed": self._seed,
             "invalid": self._invalid,
             "warned_invalid": self._warned_invalid,
         }
@@ -388,8 +426,7 @@ class NTKCallback(Callback):
             guard.load_state_dict(
                 {k: to_device(v) for k, v in state["safeguard"].items()}
             )
-        if state["generator"] is not None:
-            self._generator.set_state(state["generator"])
+        self._seed = state["seed"]
         if self._weights is not None:
             self._weighting._saved_weights = dict(
                 zip(self._names, self._weights)

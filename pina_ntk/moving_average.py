@@ -36,23 +36,25 @@ class MovingAverage:
         non-finite entry are skipped.
 
         :param torch.Tensor samples: ``(k, *shape)``, ``k >= 1``.
-        :return: The buffer after the update (``None`` if still empty).
+        :return: The buffer after the update (NaN while no finite sample
+            has been seen).
         :rtype: torch.Tensor
         """
         finite = torch.isfinite(samples.reshape(len(samples), -1)).all(dim=1)
         if self.value is None:
-            # mean over finite samples only; stays empty if none is finite
+            # Mean over the finite samples, without a device-to-host sync:
+            # if none is finite the buffer holds NaN until a finite sample
+            # arrives (see below), and callers treat NaN as "no estimate".
+            mask = finite.view(-1, *[1] * (samples.dim() - 1))
+            total = torch.where(mask, samples, torch.zeros_like(samples))
             count = finite.sum()
-            total = torch.where(
-                finite.view(-1, *[1] * (samples.dim() - 1)),
-                samples,
-                torch.zeros_like(samples),
-            ).sum(dim=0)
-            if bool(count > 0):
-                self.value = total / count
+            mean = total.sum(dim=0) / count.clamp(min=1)
+            self.value = torch.where(count > 0, mean, torch.nan)
             return self.value
         for sample, ok in zip(samples, finite):
             mixed = (1.0 - self.alpha) * self.value + self.alpha * sample
+            # a buffer still empty (NaN) restarts from the first finite sample
+            mixed = torch.where(torch.isfinite(self.value), mixed, sample)
             self.value = torch.where(ok, mixed, self.value)
         return self.value
 
