@@ -194,8 +194,11 @@ class NTKCallback(Callback):
             self._names = names
         elif names != self._names:
             raise RuntimeError(
-                f"The conditions changed during training: {self._names} "
-                f"before, {names} now."
+                "NTK weights compare all conditions within one optimisation "
+                f"step, but this batch holds {names} and an earlier one "
+                f"{self._names}. Use pina.Trainer(batching_mode="
+                "'common_batch_size') (the default) so that every batch "
+                "contains every condition."
             )
         weighting = self._weighting
         residuals = self._recorder.blocks(names)

@@ -181,6 +181,15 @@ def test_batches_update_once_per_optimisation_step():
     assert ntk_callback(trainer).step == len(history.weights)
 
 
+def test_batches_with_a_subset_of_conditions_are_refused():
+    # PINA 0.3 puts every condition in every batch; a future batching mode
+    # that does not must fail loudly rather than compare partial kernels.
+    callback = NTKCallback()
+    callback._names = ["D", "boundary"]
+    with pytest.raises(RuntimeError, match="common_batch_size"):
+        callback.weights_for_step({"D": torch.tensor(1.0)})
+
+
 def test_full_kernel_refuses_changing_points():
     solver = make_solver(
         "poisson", weighting=SketchNTKWeighting(full_kernel=True), n=20
