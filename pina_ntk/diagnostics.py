@@ -4,6 +4,7 @@ import torch
 
 from .estimators import (
     DIFFERENCES,
+    ESTIMATORS,
     PROBES,
     exact_block_traces,
     kernel_probe_product,
@@ -11,7 +12,12 @@ from .estimators import (
     predictor_block_traces,
     sample_probe,
 )
-from .residuals import replay_residual_fn, trainable_parameters
+from .residuals import (
+    batch_calls,
+    replay_residual_fn,
+    trainable_parameters,
+)
+from .validation import check_choice, check_int
 from .weights import ntk_weights
 
 #: Methods of :func:`ntk_traces`.
@@ -29,7 +35,7 @@ def condition_calls(solver):
     :rtype: list[tuple]
     :raises ValueError: If a condition holds no points yet.
     """
-    calls = []
+    batch = []
     for name, condition in solver.problem.conditions.items():
         data = getattr(condition, "data", None)
         if data is None or not hasattr(data, "keys"):
@@ -38,15 +44,8 @@ def condition_calls(solver):
                 "pina.Trainer(solver, ...) first (it moves the problem's "
                 "discretisation into the conditions)."
             )
-        batch = {}
-        for key in data.keys:
-            value = data.data[key]
-            if key == "input":
-                value = value.detach().clone().requires_grad_(True)
-            batch[key] = value
-        evaluate = type(condition).evaluate.__get__(condition)
-        calls.append((name, evaluate, batch))
-    return calls
+        batch.append((name, {key: data.data[key] for key in data.keys}))
+    return batch_calls(solver, batch)
 
 
 def ntk_traces(
@@ -124,21 +123,11 @@ def solver_ntk_weights(solver, method="exact", **kwargs):
 
 
 def _check_options(method, samples, estimator, probe, difference):
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}, got {method!r}.")
-    if estimator not in ("predictor", "parameter"):
-        raise ValueError(
-            "estimator must be 'predictor' or 'parameter', got "
-            f"{estimator!r}."
-        )
-    if probe not in PROBES:
-        raise ValueError(f"probe must be one of {PROBES}, got {probe!r}.")
-    if difference not in DIFFERENCES:
-        raise ValueError(
-            f"difference must be one of {DIFFERENCES}, got {difference!r}."
-        )
-    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
-        raise ValueError(f"samples must be an integer >= 1, got {samples!r}.")
+    check_choice("method", method, METHODS)
+    check_choice("estimator", estimator, ESTIMATORS)
+    check_choice("probe", probe, PROBES)
+    check_choice("difference", difference, DIFFERENCES)
+    check_int("samples", samples, 1)
 
 
 def _block_statistics(

@@ -20,6 +20,8 @@ import torch
 PROBES = ("gaussian", "rademacher")
 #: Finite-difference schemes accepted by the sketches.
 DIFFERENCES = ("forward", "central")
+#: Trace estimators: the predictor sketch and the parameter-space sketch.
+ESTIMATORS = ("predictor", "parameter")
 
 
 def sample_probe(like, kind="gaussian", generator=None):
@@ -116,12 +118,36 @@ def _squared_gradient_norms(flat, params, start, stop):
         except RuntimeError:
             pass  # graph not vmappable: fall back to the loop below
     total = flat.new_zeros(())
-    for i in range(start, stop):
-        grads = torch.autograd.grad(
-            flat[i], params, retain_graph=True, allow_unused=True
-        )
-        total = total + sum(g.pow(2).sum() for g in grads if g is not None)
+    for grads in entry_gradients(flat, params, range(start, stop)):
+        total = total + sum(g.pow(2).sum() for g in grads)
     return total
+
+
+def entry_gradients(flat, params, indices=None):
+    """
+    Yield ``grad_theta R_i`` for each entry ``i`` of a flat residual.
+
+    One reverse-mode pass per entry (the graph is retained). Reverse passes,
+    not :func:`torch.func.jacrev`, so residuals that differentiate their
+    inputs with :func:`torch.autograd.grad` (PINA's operators) work too. A
+    parameter the entry does not depend on gives zeros.
+
+    :param torch.Tensor flat: A 1-d residual computed from ``params``.
+    :param params: The parameters.
+    :type params: list[torch.Tensor]
+    :param indices: The entries to differentiate; all by default.
+    :type indices: Iterable[int]
+    :return: For each entry, one gradient tensor per parameter.
+    :rtype: Iterator[tuple[torch.Tensor, ...]]
+    """
+    for i in range(flat.numel()) if indices is None else indices:
+        yield torch.autograd.grad(
+            flat[i],
+            params,
+            retain_graph=True,
+            allow_unused=True,
+            materialize_grads=True,
+        )
 
 
 def _like(tensor):

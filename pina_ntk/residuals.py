@@ -10,7 +10,10 @@ model's own parameters are never modified.
 """
 
 import torch
+from pina.solver import SingleModelSolver
 from torch.func import functional_call
+
+from .weights import REDUCTIONS
 
 
 def as_plain_tensor(tensor):
@@ -37,6 +40,56 @@ def trainable_parameters(solver):
     :rtype: dict
     """
     return {n: p for n, p in solver.named_parameters() if p.requires_grad}
+
+
+def check_kernel_solver(solver, owner):
+    """
+    Require a solver whose residual kernel is defined: one model, and a
+    loss reduced by ``mean`` or ``sum``.
+
+    :param solver: The Lightning module a callback is attached to.
+    :param str owner: The name of the class asking, for the message.
+    :raises ValueError: If the solver does not qualify.
+    """
+    if not isinstance(solver, SingleModelSolver):
+        raise ValueError(
+            f"{owner} needs a single-model PINA solver (e.g. "
+            "PhysicsInformedSingleModelSolver); got "
+            f"{type(solver).__name__}."
+        )
+    if solver._reduction not in REDUCTIONS:
+        raise ValueError(
+            f"{owner} needs a loss with reduction 'mean' or 'sum'; got "
+            f"{solver._reduction!r}."
+        )
+
+
+def batch_calls(solver, batch):
+    """
+    Replayable ``(name, evaluate, data)`` calls for a batch of conditions.
+
+    ``evaluate`` is the condition's own method (looked up on its class, so a
+    recording wrapper on the instance is bypassed) and ``data`` a copy of the
+    condition's data whose input is a fresh leaf requiring gradients, as in
+    PINA's training step.
+
+    :param solver: The PINA solver.
+    :param batch: ``(condition name, data dict)`` pairs, as in a training
+        batch.
+    :type batch: list[tuple[str, dict]]
+    :return: The calls, in batch order.
+    :rtype: list[tuple]
+    """
+    calls = []
+    for name, data in batch:
+        condition = solver.problem.conditions[name]
+        evaluate = type(condition).evaluate.__get__(condition)
+        copied = dict(data)
+        if torch.is_tensor(copied.get("input")):
+            copied["input"] = copied["input"].detach().clone()
+            copied["input"].requires_grad_(True)
+        calls.append((name, evaluate, copied))
+    return calls
 
 
 class _Replay(torch.nn.Module):

@@ -12,6 +12,7 @@ from pina.weighting import BaseWeighting
 
 from .estimators import (
     DIFFERENCES,
+    ESTIMATORS,
     PROBES,
     exact_block_traces,
     kernel_probe_product,
@@ -21,21 +22,7 @@ from .estimators import (
     symmetrised_kernel_sketch,
 )
 from .safeguard import SpacedUpdateSafeguard
-
-#: Trace estimators of :class:`SketchNTKWeighting`.
-ESTIMATORS = ("predictor", "parameter")
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"{name} must be an integer >= {minimum}, got {value!r}."
-        )
-
-
-def _check_choice(name, value, choices):
-    if value not in choices:
-        raise ValueError(f"{name} must be one of {choices}, got {value!r}.")
+from .validation import check_choice, check_int
 
 
 def _check_step_size(value):
@@ -183,8 +170,8 @@ class NTKWeighting(_KernelWeighting):
         weight_bounds=(1e-6, 1e6),
         chunk_size=1,
     ):
-        _check_int("update_every_n_steps", update_every_n_steps, 1)
-        _check_int("chunk_size", chunk_size, 1)
+        check_int("update_every_n_steps", update_every_n_steps, 1)
+        check_int("chunk_size", chunk_size, 1)
         super().__init__(safeguard, weight_bounds)
         self.update_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
@@ -266,10 +253,10 @@ class SketchNTKWeighting(_KernelWeighting):
             raise ValueError(f"alpha must be a float in (0, 1], got {alpha!r}.")
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}.")
-        _check_int("warmup_samples", warmup_samples, 1)
-        _check_choice("probe", probe, PROBES)
-        _check_choice("estimator", estimator, ESTIMATORS)
-        _check_choice("difference", difference, DIFFERENCES)
+        check_int("warmup_samples", warmup_samples, 1)
+        check_choice("probe", probe, PROBES)
+        check_choice("estimator", estimator, ESTIMATORS)
+        check_choice("difference", difference, DIFFERENCES)
         if not isinstance(full_kernel, bool):
             raise ValueError(
                 f"full_kernel must be a bool, got {full_kernel!r}."
@@ -280,7 +267,7 @@ class SketchNTKWeighting(_KernelWeighting):
                 "parameter-space estimator gives block traces only."
             )
         if seed is not None:
-            _check_int("seed", seed, 0)
+            check_int("seed", seed, 0)
         super().__init__(safeguard, weight_bounds)
         self.alpha = float(alpha)
         self.warmup_samples = warmup_samples
