@@ -48,17 +48,7 @@ def condition_calls(solver):
     return batch_calls(solver, batch)
 
 
-def ntk_traces(
-    solver,
-    method="exact",
-    samples=100,
-    estimator="predictor",
-    step_size="auto",
-    difference="forward",
-    probe="gaussian",
-    seed=None,
-    chunk_size=1,
-):
+def ntk_traces(solver, method="exact", **options):
     """
     Per-condition NTK traces ``Tr(K_cc)`` on the solver's discretisation.
 
@@ -68,13 +58,16 @@ def ntk_traces(
     :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
     :param str method: ``"exact"`` or ``"sketch"`` (mean of ``samples``
         sketches). Default ``"exact"``.
-    :param int samples: Sketches averaged (``method="sketch"``).
-    :param str estimator: ``"predictor"`` or ``"parameter"`` (sketch only).
-    :param step_size: ``dt``/``eps`` or ``"auto"`` (sketch only).
-    :param str difference: ``"forward"`` or ``"central"`` (sketch only).
-    :param str probe: ``"gaussian"`` or ``"rademacher"`` (predictor only).
-    :param int seed: Seed of the probes; ``None`` uses the global generator.
-    :param int chunk_size: See :func:`~pina_ntk.estimators.exact_block_traces`.
+    :param options: Keyword options, all optional:
+    :param int samples: Sketches averaged (``method="sketch"``); 100.
+    :param str estimator: ``"predictor"`` (default) or ``"parameter"``.
+    :param step_size: ``dt``/``eps`` or ``"auto"`` (default).
+    :param str difference: ``"forward"`` (default) or ``"central"``.
+    :param str probe: ``"gaussian"`` (default) or ``"rademacher"``.
+    :param int seed: Seed of the probes; ``None`` (default) uses the global
+        generator.
+    :param int chunk_size: See
+        :func:`~pina_ntk.estimators.exact_block_traces`; 1.
     :return: ``{condition: trace}`` as 0-d tensors.
     :rtype: dict
     :raises ValueError: On an unknown ``method``/``estimator``/``probe``/
@@ -85,21 +78,11 @@ def ntk_traces(
         >>> ntk_traces(solver)  # doctest: +SKIP
         {'D': tensor(1520.3), 'boundary': tensor(21.9), ...}
     """
-    names, traces, _ = _block_statistics(
-        solver,
-        method,
-        samples,
-        estimator,
-        step_size,
-        difference,
-        probe,
-        seed,
-        chunk_size,
-    )
+    names, traces, _ = _block_statistics(solver, method, **options)
     return dict(zip(names, traces))
 
 
-def solver_ntk_weights(solver, method="exact", **kwargs):
+def solver_ntk_weights(solver, method="exact", **options):
     """
     The NTK weights of the solver's conditions at its current parameters.
 
@@ -109,7 +92,7 @@ def solver_ntk_weights(solver, method="exact", **kwargs):
 
     :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
     :param str method: ``"exact"`` or ``"sketch"``.
-    :param kwargs: Further options of :func:`ntk_traces`.
+    :param options: The keyword options of :func:`ntk_traces`.
     :return: ``{condition: weight}`` as floats.
     :rtype: dict
 
@@ -117,7 +100,7 @@ def solver_ntk_weights(solver, method="exact", **kwargs):
         >>> solver_ntk_weights(solver)  # doctest: +SKIP
         {'D': 0.41, 'boundary': 1.87, 't0': 1.02}
     """
-    names, traces, sizes = _block_statistics(solver, method, **kwargs)
+    names, traces, sizes = _block_statistics(solver, method, **options)
     weights = ntk_weights(traces, sizes, solver._reduction)
     return dict(zip(names, weights.tolist()))
 
