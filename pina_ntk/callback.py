@@ -199,7 +199,11 @@ class NTKCallback(Callback):
 
     def _refresh(self, weighting, names, residuals, sizes):
         solver = self._solver
-        residual_fn = self._recorder.residual_fn(solver, names)
+        # Only displaced evaluations go through residual_fn here (R(theta)
+        # comes from the training step), so values suffice: chunked.
+        residual_fn = self._recorder.residual_fn(
+            solver, names, weighting.evaluation_chunk_size
+        )
         params = trainable_parameters(solver)
         if self._diag is None:
             self._diag = MovingAverage(weighting.alpha)

@@ -96,19 +96,60 @@ class _Replay(torch.nn.Module):
     """Evaluates recorded ``condition.evaluate`` calls; holds the solver as a
     submodule so that functional_call can swap its parameters."""
 
-    def __init__(self, solver, calls):
+    def __init__(self, solver, calls, chunk_size=None):
         super().__init__()
         self.solver = solver
         self._calls = calls
+        self._chunk_size = chunk_size
 
     def forward(self):
+        if self._chunk_size is None:
+            return [
+                as_plain_tensor(evaluate(batch, self.solver))
+                for evaluate, batch in self._calls
+            ]
         return [
-            as_plain_tensor(evaluate(batch, self.solver))
+            torch.cat(
+                [
+                    as_plain_tensor(evaluate(chunk, self.solver)).detach()
+                    for chunk in point_chunks(batch, self._chunk_size)
+                ]
+            )
             for evaluate, batch in self._calls
         ]
 
 
-def replay_residual_fn(solver, calls, names):
+def point_chunks(batch, chunk_size):
+    """
+    Split a condition's data into chunks of at most ``chunk_size`` points.
+
+    Every tensor whose leading dimension is the number of points is sliced;
+    inputs become fresh leaves requiring gradients, as PINA's operators need.
+    Data whose input is not a tensor (graphs) is not split.
+
+    :param dict batch: The condition's data (``"input"``, maybe ``"target"``).
+    :param int chunk_size: Points per chunk.
+    :return: The chunks.
+    :rtype: list[dict]
+    """
+    points = batch.get("input")
+    if not torch.is_tensor(points) or len(points) <= chunk_size:
+        return [batch]
+    count = len(points)
+    chunks = []
+    for start in range(0, count, chunk_size):
+        chunk = {}
+        for key, value in batch.items():
+            if torch.is_tensor(value) and value.dim() and len(value) == count:
+                value = value[start : start + chunk_size]
+                if key == "input":
+                    value = value.detach().requires_grad_(True)
+            chunk[key] = value
+        chunks.append(chunk)
+    return chunks
+
+
+def replay_residual_fn(solver, calls, names, chunk_size=None):
     """
     A residual function that re-runs recorded condition evaluations.
 
@@ -118,11 +159,20 @@ def replay_residual_fn(solver, calls, names):
     :type calls: list[tuple]
     :param names: The condition names, in block order.
     :type names: list[str]
+    :param int chunk_size: ``None`` (default): evaluate each call at once,
+        keeping the autograd graph. An integer: evaluate at most that many
+        points at a time and return *values only* (no graph), which bounds
+        the memory of evaluations at displaced parameters that coexist with
+        a training step's graph. Valid when the model treats points
+        independently (as PINA's feed-forward models do; not batch
+        normalisation in training mode).
     :return: ``params -> list of residual blocks`` (one per name, flattened
         and concatenated over that condition's calls).
     :rtype: callable
     """
-    module = _Replay(solver, [(ev, batch) for _, ev, batch in calls])
+    module = _Replay(
+        solver, [(ev, batch) for _, ev, batch in calls], chunk_size
+    )
     owners = [name for name, _, _ in calls]
 
     def residual_fn(params):
@@ -229,17 +279,18 @@ class ResidualRecorder:
         owners = [name for name, _, _ in self.calls]
         return group_blocks(owners, self.residuals, names)
 
-    def residual_fn(self, solver, names):
+    def residual_fn(self, solver, names, chunk_size=None):
         """
         The recorded calls as a function of the parameters.
 
         :param solver: The PINA solver.
         :param names: The block order.
         :type names: list[str]
+        :param int chunk_size: See :func:`replay_residual_fn`.
         :return: See :func:`replay_residual_fn`.
         :rtype: callable
         """
-        return replay_residual_fn(solver, list(self.calls), names)
+        return replay_residual_fn(solver, list(self.calls), names, chunk_size)
 
 
 class _RecordingEvaluate:

@@ -71,6 +71,8 @@ class _KernelWeighting(BaseWeighting):
     alpha = 1.0
     warmup_samples = 1
     full_kernel = False
+    #: Points per evaluation at displaced parameters (None: all at once).
+    evaluation_chunk_size = None
 
     def __init__(self, safeguard, weight_bounds):
         # PINA calls update_weights every step with update_every_n_epochs=1;
@@ -226,6 +228,13 @@ class SketchNTKWeighting(_KernelWeighting):
     :param tuple weight_bounds: As in :class:`NTKWeighting`.
     :param int seed: Seed of the probe stream; ``None`` draws one from
         torch's global generator (so ``lightning.seed_everything`` fixes it).
+    :param int evaluation_chunk_size: Points evaluated at a time at the
+        displaced parameters. These evaluations need values only but run
+        while the training step's graph is alive; chunking bounds their
+        extra memory by that of ``evaluation_chunk_size`` points. ``None``
+        evaluates every point at once (fastest, most memory). Requires a
+        model that treats points independently (PINA's feed-forward models
+        do; batch normalisation in training mode does not). Default ``128``.
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -248,6 +257,7 @@ class SketchNTKWeighting(_KernelWeighting):
         safeguard="default",
         weight_bounds=(1e-6, 1e6),
         seed=None,
+        evaluation_chunk_size=128,
     ):
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
             raise ValueError(f"alpha must be a float in (0, 1], got {alpha!r}.")
@@ -268,6 +278,8 @@ class SketchNTKWeighting(_KernelWeighting):
             )
         if seed is not None:
             check_int("seed", seed, 0)
+        if evaluation_chunk_size is not None:
+            check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
         super().__init__(safeguard, weight_bounds)
         self.alpha = float(alpha)
         self.warmup_samples = warmup_samples
@@ -277,6 +289,7 @@ class SketchNTKWeighting(_KernelWeighting):
         self.difference = difference
         self.full_kernel = full_kernel
         self.seed = seed
+        self.evaluation_chunk_size = evaluation_chunk_size
 
     def sample(self, residual_fn, params, residuals, generator):
         """Sketched block traces; see :meth:`_KernelWeighting.sample`."""

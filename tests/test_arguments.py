@@ -44,6 +44,7 @@ from conftest import make_solver, make_trainer, mlp
         ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),
         ({"weight_bounds": 5}, "weight_bounds"),
         ({"seed": -1}, "seed"),
+        ({"evaluation_chunk_size": 0}, "evaluation_chunk_size"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):

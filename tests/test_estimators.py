@@ -272,3 +272,37 @@ def test_zero_residual_entries_are_harmless():
     g = [torch.tensor([1.0, -1.0])]
     kg = kernel_probe_product(fn, params, g, step_size=0.5)
     assert torch.allclose(kg[0], torch.tensor([1.0, 0.0]))
+
+
+@pytest.mark.parametrize("kind", ["wave", "supervised"])
+def test_chunked_replay_gives_the_same_values_without_graph(kind):
+    solver = ready_solver(kind, n=13)
+    calls = condition_calls(solver)
+    names = [name for name, _, _ in calls]
+    params = trainable_parameters(solver)
+    whole = replay_residual_fn(solver, calls, names)(params)
+    chunked = replay_residual_fn(solver, calls, names, chunk_size=4)(params)
+    for a, b in zip(whole, chunked):
+        assert b.grad_fn is None and not b.requires_grad
+        assert a.shape == b.shape
+        assert torch.allclose(a.detach(), b, rtol=1e-5, atol=1e-6)
+
+
+def test_chunk_size_does_not_change_the_sketch():
+    def weights(chunk):
+        from pina_ntk import SketchNTKWeighting
+
+        solver = make_solver(
+            "wave",
+            n=20,
+            weighting=SketchNTKWeighting(
+                warmup_samples=3, seed=1, evaluation_chunk_size=chunk
+            ),
+        )
+        trainer = make_trainer(solver, steps=3)
+        trainer.train()
+        return trainer.callbacks[-1].weights
+
+    whole, chunked = weights(None), weights(7)
+    for name in whole:
+        assert chunked[name] == pytest.approx(whole[name], rel=1e-3)
