@@ -23,6 +23,8 @@ WEIGHTING_LABELS = (
     "predictor sketch, forward difference",
     "predictor sketch, central difference",
     "parameter-space sketch",
+    "predictor sketch, forward, `evaluation_chunk_size=None`",
+    "parameter-space sketch, `evaluation_chunk_size=None`",
     "PINA `NeuralTangentKernelWeighting`",
 )
 ACCURACY_LABELS = WEIGHTING_LABELS[3:6]
