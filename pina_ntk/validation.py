@@ -1,5 +1,7 @@
 """Argument checks shared by the public classes (clear, named errors)."""
 
+import math
+
 
 def check_int(name, value, minimum):
     """
@@ -39,3 +41,39 @@ def check_optional_interval(name, value):
     """
     if value is not None:
         check_int(name, value, 1)
+
+
+def check_positive(name, value):
+    """
+    Require a finite real number ``> 0`` (``bool`` is not a number here).
+
+    :param str name: The argument's name, used in the message.
+    :param value: The value to check.
+    :return: ``value`` as a ``float``.
+    :rtype: float
+    :raises ValueError: If the check fails.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"{name} must be a positive number, got {value!r}.")
+    if not 0 < value < math.inf:
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
+    return float(value)
+
+
+def check_finite(name, value):
+    """
+    Require a finite real number (``bool`` is not a number here).
+
+    :param str name: The argument's name, used in the message.
+    :param value: The value to check.
+    :return: ``value`` as a ``float``.
+    :rtype: float
+    :raises ValueError: If the check fails.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+    ):
+        raise ValueError(f"{name} must be a finite number, got {value!r}.")
+    return float(value)

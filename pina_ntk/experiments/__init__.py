@@ -1,0 +1,1 @@
+"""Experiments shared by the command line and the tutorials."""

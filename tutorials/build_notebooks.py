@@ -1,0 +1,137 @@
+"""Build the tutorial notebooks from their paired percent-format scripts.
+
+Each tutorial is written once, as a Python script in jupytext's "percent"
+format (cells start with ``# %%``; ``# %% [markdown]`` cells hold Markdown
+behind ``# `` prefixes), which runs as a plain script and diffs well. This
+tool turns every ``tutorials/*/*.py`` into the ``.ipynb`` next to it:
+
+    python tutorials/build_notebooks.py            # rebuild, keep no outputs
+    python tutorials/build_notebooks.py --execute  # rebuild and run (full)
+    python tutorials/build_notebooks.py --check    # fail if out of sync
+
+Conversion is jupytext's; ``--execute`` runs the notebooks with nbclient and
+stores the outputs (the committed notebooks carry those of a full default
+run; ``PINA_NTK_QUICK=1`` selects the quick settings). ``--check`` compares
+the cell sources of each notebook with its script, ignoring outputs.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import jupytext
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+#: jupytext's name of the scripts' format.
+SCRIPT_FORMAT = "py:percent"
+
+
+def tutorial_scripts(root=HERE):
+    """
+    The paired scripts of the tutorials.
+
+    :param pathlib.Path root: The tutorials folder.
+    :return: Sorted ``*.py`` files one folder below ``root``.
+    :rtype: list[pathlib.Path]
+    """
+    return sorted(root.glob("*/*.py"))
+
+
+def notebook_from_script(path):
+    """
+    The notebook of a tutorial script (no outputs), with a Python 3 kernel.
+
+    :param pathlib.Path path: The script.
+    :rtype: nbformat.NotebookNode
+    """
+    notebook = jupytext.read(path, fmt=SCRIPT_FORMAT)
+    notebook.metadata["kernelspec"] = {
+        "display_name": "Python 3",
+        "language": "python",
+        "name": "python3",
+    }
+    notebook.metadata.pop("jupytext", None)
+    return notebook
+
+
+def _cells(notebook):
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
+
+
+def out_of_sync(path):
+    """
+    Whether a script's notebook is missing or has other cells.
+
+    :param pathlib.Path path: The script.
+    :return: A description of the difference, or ``None``.
+    :rtype: str | None
+    """
+    target = Path(path).with_suffix(".ipynb")
+    if not target.exists():
+        return f"{target} is missing"
+    stored = _cells(nbformat.read(target, as_version=4))
+    wanted = _cells(notebook_from_script(path))
+    for i, (got, want) in enumerate(zip(stored, wanted)):
+        if got != want:
+            return f"{target}: cell {i} differs from {Path(path).name}"
+    if len(stored) != len(wanted):
+        return f"{target}: {len(stored)} cells, script has {len(wanted)}"
+    return None
+
+
+def execute(notebook, folder, timeout=None):
+    """
+    Run a notebook in ``folder`` and keep its outputs.
+
+    :param nbformat.NotebookNode notebook: The notebook.
+    :param pathlib.Path folder: The working directory.
+    :param int timeout: Seconds allowed per cell (``None``: no limit).
+    :rtype: nbformat.NotebookNode
+    """
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(folder)}},
+    )
+    client.execute()
+    return notebook
+
+
+def main(argv=None):
+    """
+    Command line of the builder.
+
+    :param list argv: Arguments (default ``sys.argv[1:]``).
+    :return: The exit status (1 when ``--check`` finds a difference).
+    :rtype: int
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--execute", action="store_true")
+    group.add_argument("--check", action="store_true")
+    parser.add_argument(
+        "scripts", nargs="*", type=Path, help="default: every tutorial"
+    )
+    args = parser.parse_args(argv)
+    scripts = args.scripts or tutorial_scripts()
+    if args.check:
+        problems = [p for p in map(out_of_sync, scripts) if p]
+        for problem in problems:
+            print(problem)
+        return 1 if problems else 0
+    for script in scripts:
+        notebook = notebook_from_script(script)
+        if args.execute:
+            notebook = execute(notebook, script.parent)
+        target = script.with_suffix(".ipynb")
+        nbformat.write(notebook, target)
+        print(f"wrote {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
