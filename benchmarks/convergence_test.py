@@ -49,7 +49,7 @@ import warnings
 import numpy as np
 import torch
 from matplotlib.figure import Figure
-from pina import Condition, LabelTensor, Trainer
+from pina import Condition, LabelTensor
 from pina.domain import CartesianDomain
 from pina.equation import Equation
 from pina.model import FeedForward
@@ -60,6 +60,7 @@ from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKCallback, NTKWeighting
 from pina_ntk.diagnostics_callback import NTKDiagnosticsCallback
+from pina_ntk.experiments.common import make_trainer
 from pina_ntk.plotting import loglog_slope, plot_diagnostics, reference_line
 
 #: Full settings (the committed figures) and the quick smoke-test settings.
@@ -176,19 +177,7 @@ def train(steps, lr, seed):
         weighting=NTKWeighting(update_every_n_steps=1, safeguard=None),
     )
     diagnostics = NTKDiagnosticsCallback(max_entries=4)
-    trainer = Trainer(
-        solver,
-        max_epochs=steps,
-        accelerator="cpu",
-        callbacks=[NTKCallback(), diagnostics],
-        train_size=1.0,
-        val_size=0.0,
-        test_size=0.0,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        logger=False,
-    )
+    trainer = make_trainer(solver, steps, [NTKCallback(), diagnostics])
     start = time.perf_counter()
     trainer.train()
     return diagnostics.history, time.perf_counter() - start

@@ -61,7 +61,6 @@ from importlib.metadata import PackageNotFoundError, version
 import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
-from pina import Trainer
 from pina.model import FeedForward
 from pina.problem.zoo import AcousticWaveProblem
 from pina.solver import PhysicsInformedSingleModelSolver
@@ -73,6 +72,7 @@ from pina_ntk import (
     SketchNTKWeighting,
     solver_ntk_weights,
 )
+from pina_ntk.experiments.common import make_trainer
 
 #: Configurations in table order: key, label.
 CONFIGS = (
@@ -233,20 +233,7 @@ def train(task, solver, steps, callbacks):
     :param int steps: Optimisation steps.
     :param list callbacks: Lightning callbacks.
     """
-    trainer = Trainer(
-        solver,
-        max_epochs=steps,
-        accelerator=task["accelerator"],
-        devices=1,
-        callbacks=callbacks,
-        train_size=1.0,
-        val_size=0.0,
-        test_size=0.0,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        logger=False,
-    )
+    trainer = make_trainer(solver, steps, callbacks, task["accelerator"])
     trainer.train()
 
 

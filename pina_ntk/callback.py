@@ -327,8 +327,10 @@ class NTKCallback(Callback):
                 warnings.warn(
                     "An NTK trace estimate was non-finite or non-positive; the "
                     "previous weights were kept. Warning once; check "
-                    "ntk_trace/* in the logs (a larger warmup_samples or a "
-                    "smaller alpha steadies the sketch).",
+                    "ntk_trace/* in the logs (a larger warmup_samples, a "
+                    "smaller alpha or, for blocks whose trace is far below "
+                    "the others', estimator='parameter' steadies the "
+                    "sketch).",
                     RuntimeWarning,
                     stacklevel=2,
                 )

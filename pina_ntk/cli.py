@@ -140,6 +140,11 @@ def _add_common(parser):
         "--alpha", type=_rate, help="the sketch's moving-average rate"
     )
     parser.add_argument(
+        "--warmup-samples",
+        type=_positive_int,
+        help="sketches averaged for the warm start",
+    )
+    parser.add_argument(
         "--exact-every",
         type=_positive_int,
         help="steps between exact NTK recomputations",

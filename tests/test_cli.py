@@ -197,9 +197,16 @@ def test_relative_l2_and_weighting_choices():
         relative_l2(torch.zeros(2), torch.ones(3))
     with pytest.raises(ValueError, match="zero"):
         relative_l2(torch.ones(2), torch.zeros(2))
-    assert make_weighting("none") is None
+    from pina_ntk import SketchNTKWeighting
+    from pina_ntk.experiments.wave import WaveSettings
+
+    settings = WaveSettings(warmup_samples=7, estimator="parameter")
+    assert make_weighting("none", settings) is None
+    sketch = make_weighting("sketch", settings)
+    assert isinstance(sketch, SketchNTKWeighting)
+    assert (sketch.warmup_samples, sketch.estimator) == (7, "parameter")
     with pytest.raises(ValueError, match="weighting"):
-        make_weighting("uniform")
+        make_weighting("uniform", settings)
 
 
 def test_director_picture_is_the_eigen_decomposition():
@@ -265,10 +272,10 @@ def test_help_shows_each_experiments_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["qtensor", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "(default: parameter)" in text  # qtensor's estimator
+    assert "NTK recomputations (default: 100)" in text  # qtensor's
     assert "(default: 32)" in text  # --fem-cells
     with pytest.raises(SystemExit):
         main(["wave", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "(default: predictor)" in text
+    assert "NTK recomputations (default: 500)" in text
     assert "(default: none exact sketch)" in text

@@ -47,6 +47,11 @@ def test_notebook_runs_in_quick_mode(script, tmp_path, monkeypatch):
     if script.parent.name == "qtensor":
         pytest.importorskip("skfem")  # the FEM reference: the fem extra
     monkeypatch.setenv("PINA_NTK_QUICK", "1")
+    # tiny networks gain nothing from threads, and one thread keeps the
+    # kernel from spinning against other processes on a busy machine
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # CI selects a non-interactive backend; the notebook must still draw
+    monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setenv("PINA_NTK_CACHE", str(tmp_path / "cache"))
     notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
     start = time.perf_counter()

@@ -16,6 +16,7 @@ the cell sources of each notebook with its script, ignoring outputs.
 """
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -97,7 +98,11 @@ def execute(notebook, folder, timeout=None):
         kernel_name="python3",
         resources={"metadata": {"path": str(folder)}},
     )
-    client.execute()
+    # The kernel must draw inline figures whatever backend the caller's
+    # environment selects (CI exports MPLBACKEND=Agg, which would leave the
+    # notebook without images).
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    client.execute(env=env)
     return notebook
 
 

@@ -142,42 +142,34 @@ class ScaledMLP(torch.nn.Module):
         return self.layers(z)
 
 
-def make_weighting(
-    kind,
-    estimator="predictor",
-    alpha=1e-3,
-    exact_every=1,
-    safeguard="default",
-    seed=None,
-):
+def make_weighting(kind, settings):
     """
-    The loss weighting for ``kind``.
+    The loss weighting of one PINN of an experiment.
 
     :param str kind: ``"none"`` (plain sum of losses), ``"exact"``
         (:class:`~pina_ntk.NTKWeighting`) or ``"sketch"``
         (:class:`~pina_ntk.SketchNTKWeighting`).
-    :param str estimator: The sketch's trace estimator.
-    :param float alpha: The sketch's moving-average rate.
-    :param int exact_every: Steps between exact recomputations.
-    :param safeguard: ``"default"`` or ``None`` (every update applied).
-    :param int seed: Seed of the sketch's probes.
+    :param ExperimentSettings settings: Estimator, ``alpha``, warm start,
+        update interval, safeguard and seed.
     :return: The weighting, or ``None`` for ``"none"``.
     :raises ValueError: On an unknown ``kind``.
     """
     check_choice("weighting", kind, WEIGHTINGS)
+    safeguard = None if settings.safeguard == "none" else "default"
     if kind == "none":
         return None
     if kind == "exact":
         return NTKWeighting(
-            update_every_n_steps=exact_every, safeguard=safeguard
+            update_every_n_steps=settings.exact_every, safeguard=safeguard
         )
     # The experiments' networks are small: evaluating the displaced residual
     # in one piece costs little memory and saves PINA's per-call overhead.
     return SketchNTKWeighting(
-        alpha=alpha,
-        estimator=estimator,
+        alpha=settings.alpha,
+        warmup_samples=settings.warmup_samples,
+        estimator=settings.estimator,
         safeguard=safeguard,
-        seed=seed,
+        seed=settings.seed,
         evaluation_chunk_size=None,
     )
 
@@ -260,6 +252,7 @@ class ExperimentSettings:
     :param str estimator: The sketch's trace estimator, ``predictor`` or
         ``parameter``.
     :param float alpha: The sketch's moving-average rate.
+    :param int warmup_samples: Sketches averaged for the warm start.
     :param int exact_every: Steps between exact NTK recomputations.
     :param str safeguard: ``default`` (the spaced-update rule) or ``none``
         (every weight update applied).
@@ -286,8 +279,9 @@ class ExperimentSettings:
     points: dict = field(default_factory=dict)
     resample_every: int = 1
     weightings: tuple = WEIGHTINGS
-    estimator: str = "predictor"
+    estimator: str = "parameter"
     alpha: float = 1e-3
+    warmup_samples: int = 32
     exact_every: int = 250
     safeguard: str = "none"
     seed: int = 0
@@ -300,6 +294,7 @@ class ExperimentSettings:
         for name in ("steps", "width", "depth", "lr_decay_steps"):
             check_int(name, getattr(self, name), 1)
         check_int("exact_every", self.exact_every, 1)
+        check_int("warmup_samples", self.warmup_samples, 1)
         check_int("resample_every", self.resample_every, 0)
         check_int("seed", self.seed, 0)
         check_int("grid", self.grid, 2)
@@ -420,14 +415,7 @@ def train_pinn(problem, weighting, settings, progress=False):
         scheduler=TorchScheduler(
             torch.optim.lr_scheduler.ExponentialLR, gamma=gamma
         ),
-        weighting=make_weighting(
-            weighting,
-            settings.estimator,
-            settings.alpha,
-            settings.exact_every,
-            safeguard=None if settings.safeguard == "none" else "default",
-            seed=settings.seed,
-        ),
+        weighting=make_weighting(weighting, settings),
     )
     ntk = NTKCallback() if weighting != "none" else None
     history = _History(settings.history_every, ntk)
@@ -528,6 +516,7 @@ def make_trainer(solver, steps, callbacks, accelerator="cpu"):
         solver,
         max_epochs=steps,
         accelerator=accelerator,
+        devices=1,
         callbacks=callbacks,
         train_size=1.0,
         val_size=0.0,

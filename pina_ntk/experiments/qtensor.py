@@ -54,7 +54,6 @@ class QTensorSettings(ExperimentSettings):
     }
 
     weightings: tuple = ("none", "sketch")
-    estimator: str = "parameter"
     exact_every: int = 100
     safeguard: str = "default"
     grid: int = 81

@@ -32,7 +32,7 @@ class WaveSettings(ExperimentSettings):
     arguments as there); the defaults are the tutorial's CPU run: 64 random
     Fourier features of scale 1 into a 3×128 tanh MLP, 10,000 Adam steps,
     the paper's point counts resampled every step, exact NTK weights every
-    500 steps, no safeguard (as in the paper).
+    500 steps, the parameter-space sketch, no safeguard (as in the paper).
 
     :Example:
         >>> settings = WaveSettings(steps=2000, weightings=("none", "sketch"))
