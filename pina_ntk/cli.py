@@ -21,55 +21,34 @@ from dataclasses import fields, replace
 from .experiments.common import ESTIMATORS, WEIGHTINGS
 from .experiments.qtensor import QTensorSettings
 from .experiments.wave import WaveSettings
-
-EXPERIMENTS = ("wave", "qtensor")
-
-
-def _positive_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive integer, got {text!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a positive integer, got {text!r}"
-        )
-    return value
+from .validation import check_int, check_positive, check_rate
 
 
-def _non_negative_int(text):
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(
-            f"expected an integer >= 0, got {text!r}"
-        )
-    return value
+def _argument_type(convert, check, *args):
+    """An argparse type: ``convert`` the text, then apply a check of
+    :mod:`pina_ntk.validation`; failures become argparse errors."""
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            kind = "an integer" if convert is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"expected {kind}, got {text!r}"
+            ) from None
+        try:
+            check("the value", value, *args)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+
+    return parse
 
 
-def _positive_float(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"expected a positive number, got {text!r}"
-        )
-    return value
-
-
-def _rate(text):
-    value = _positive_float(text)
-    if value > 1:
-        raise argparse.ArgumentTypeError(
-            f"expected a number in (0, 1], got {text!r}"
-        )
-    return value
+_positive_int = _argument_type(int, check_int, 1)
+_non_negative_int = _argument_type(int, check_int, 0)
+_positive_float = _argument_type(float, check_positive)
+_rate = _argument_type(float, check_rate)
 
 
 def _points(text):

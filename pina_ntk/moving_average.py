@@ -2,6 +2,8 @@
 
 import torch
 
+from .validation import check_rate
+
 
 class MovingAverage:
     """
@@ -22,9 +24,7 @@ class MovingAverage:
     """
 
     def __init__(self, alpha):
-        if not 0.0 < float(alpha) <= 1.0:
-            raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}.")
-        self.alpha = float(alpha)
+        self.alpha = check_rate("alpha", alpha)
         self.value = None
 
     def update(self, samples):

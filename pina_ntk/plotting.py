@@ -10,6 +10,8 @@ import math
 import numpy as np
 from matplotlib.figure import Figure
 
+from .validation import check_rate
+
 
 def loglog_slope(x, y):
     """
@@ -102,10 +104,7 @@ def plot_diagnostics(history, path=None, late_fraction=0.5, title=None):
     """
     if not history.get("step"):
         raise ValueError("history has no recorded steps to plot.")
-    if not 0.0 < late_fraction <= 1.0:
-        raise ValueError(
-            f"late_fraction must lie in (0, 1], got {late_fraction!r}."
-        )
+    check_rate("late_fraction", late_fraction)
     figure = Figure(figsize=(11, 8), layout="constrained")
     axes = figure.subplots(2, 2)
     steps = np.asarray(history["step"])

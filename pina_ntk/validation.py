@@ -77,3 +77,22 @@ def check_finite(name, value):
     ):
         raise ValueError(f"{name} must be a finite number, got {value!r}.")
     return float(value)
+
+
+def check_rate(name, value):
+    """
+    Require a real number in ``(0, 1]`` (a rate or a fraction).
+
+    :param str name: The argument's name, used in the message.
+    :param value: The value to check.
+    :return: ``value`` as a ``float``.
+    :rtype: float
+    :raises ValueError: If the check fails.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not 0 < value <= 1
+    ):
+        raise ValueError(f"{name} must be a number in (0, 1], got {value!r}.")
+    return float(value)

@@ -22,7 +22,7 @@ from .estimators import (
     symmetrised_kernel_sketch,
 )
 from .safeguard import SpacedUpdateSafeguard
-from .validation import check_choice, check_int
+from .validation import check_choice, check_int, check_rate
 
 
 def _check_step_size(value):
@@ -259,10 +259,7 @@ class SketchNTKWeighting(_KernelWeighting):
         seed=None,
         evaluation_chunk_size=128,
     ):
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)):
-            raise ValueError(f"alpha must be a float in (0, 1], got {alpha!r}.")
-        if not 0.0 < alpha <= 1.0:
-            raise ValueError(f"alpha must lie in (0, 1], got {alpha!r}.")
+        check_rate("alpha", alpha)
         check_int("warmup_samples", warmup_samples, 1)
         check_choice("probe", probe, PROBES)
         check_choice("estimator", estimator, ESTIMATORS)

@@ -27,8 +27,41 @@ def test_every_tutorial_has_a_notebook_and_an_index_entry():
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
+def test_committed_notebook_carries_the_outputs_of_a_run(script):
+    notebook = nbformat.read(script.with_suffix(".ipynb"), as_version=4)
+    outputs = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+    ]
+    assert not [o for o in outputs if o.output_type == "error"]
+    assert any("text/markdown" in o.get("data", {}) for o in outputs)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
 def test_notebook_matches_its_script(script):
     assert build_notebooks.out_of_sync(script) is None
+
+
+def test_rebuild_keeps_outputs_of_unchanged_notebooks(tmp_path):
+    script = tmp_path / "demo.py"
+    script.write_text("# %%\nx = 1\n")
+    assert build_notebooks.main([str(script)]) == 0
+    target = script.with_suffix(".ipynb")
+    notebook = nbformat.read(target, as_version=4)
+    notebook.cells[0].outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="ran\n")
+    ]
+    nbformat.write(notebook, target)
+    assert build_notebooks.main([str(script)]) == 0
+    kept = nbformat.read(target, as_version=4)
+    assert kept.cells[0].outputs[0]["text"] == "ran\n"
+    script.write_text("# %%\nx = 2\n")
+    assert build_notebooks.main([str(script)]) == 0
+    rebuilt = nbformat.read(target, as_version=4)
+    assert rebuilt.cells[0].source == "x = 2" and not rebuilt.cells[0].outputs
 
 
 def test_check_reports_a_stale_notebook(tmp_path):

@@ -5,14 +5,17 @@ format (cells start with ``# %%``; ``# %% [markdown]`` cells hold Markdown
 behind ``# `` prefixes), which runs as a plain script and diffs well. This
 tool turns every ``tutorials/*/*.py`` into the ``.ipynb`` next to it:
 
-    python tutorials/build_notebooks.py            # rebuild, keep no outputs
+    python tutorials/build_notebooks.py            # rebuild changed ones
     python tutorials/build_notebooks.py --execute  # rebuild and run (full)
     python tutorials/build_notebooks.py --check    # fail if out of sync
 
 Conversion is jupytext's; ``--execute`` runs the notebooks with nbclient and
 stores the outputs (the committed notebooks carry those of a full default
 run; ``PINA_NTK_QUICK=1`` selects the quick settings). ``--check`` compares
-the cell sources of each notebook with its script, ignoring outputs.
+the cell sources of each notebook with its script, ignoring outputs. A
+plain rebuild leaves notebooks whose cells match their script untouched, so
+the outputs of their last full run survive; a changed notebook is written
+without outputs.
 """
 
 import argparse
@@ -129,10 +132,14 @@ def main(argv=None):
             print(problem)
         return 1 if problems else 0
     for script in scripts:
+        target = script.with_suffix(".ipynb")
+        if not args.execute and out_of_sync(script) is None:
+            # same cells: keep the notebook and the outputs of its last run
+            print(f"{target} is up to date")
+            continue
         notebook = notebook_from_script(script)
         if args.execute:
             notebook = execute(notebook, script.parent)
-        target = script.with_suffix(".ipynb")
         nbformat.write(notebook, target)
         print(f"wrote {target}")
     return 0

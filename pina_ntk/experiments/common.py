@@ -23,7 +23,12 @@ from pina.solver import PhysicsInformedSingleModelSolver
 
 from ..callback import NTKCallback
 from ..resampling import ResampleCallback, discretise_conditions
-from ..validation import check_choice, check_int, check_positive
+from ..validation import (
+    check_choice,
+    check_int,
+    check_positive,
+    check_rate,
+)
 from ..weighting import NTKWeighting, SketchNTKWeighting
 
 #: Loss weightings of an experiment run.
@@ -174,6 +179,12 @@ def make_weighting(kind, settings):
     )
 
 
+def _step_loss(outputs):
+    """The training loss of a step, from Lightning's ``outputs``."""
+    loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+    return float(loss)
+
+
 class _History(Callback):
     """Records the loss and the NTK weights every ``every`` steps."""
 
@@ -186,9 +197,8 @@ class _History(Callback):
         step = trainer.global_step - 1  # the step that just ended
         if step % self.every:
             return
-        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
         self.steps.append(step)
-        self.losses.append(float(loss))
+        self.losses.append(_step_loss(outputs))
         if self.ntk is not None:
             self.weights.append(self.ntk.weights)
 
@@ -216,8 +226,7 @@ class _Progress(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.bar.update(1)
         if trainer.global_step % 50 == 0:
-            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            self.bar.set_postfix(loss=f"{float(loss):.3e}")
+            self.bar.set_postfix(loss=f"{_step_loss(outputs):.3e}")
 
     def on_train_end(self, trainer, pl_module):
         self.bar.close()
@@ -301,11 +310,8 @@ class ExperimentSettings:
         check_int("fourier_features", self.fourier_features, 0)
         check_positive("fourier_scale", self.fourier_scale)
         check_positive("lr", self.lr)
-        for name in ("lr_decay", "alpha"):
-            if not 0 < check_positive(name, getattr(self, name)) <= 1:
-                raise ValueError(
-                    f"{name} must lie in (0, 1], got {getattr(self, name)!r}."
-                )
+        check_rate("lr_decay", self.lr_decay)
+        check_rate("alpha", self.alpha)
         unknown = set(self.points) - set(self.problem_class.PAPER_POINTS)
         if unknown:
             raise ValueError(
@@ -395,7 +401,7 @@ def train_pinn(problem, weighting, settings, progress=False):
     """
     check_choice("weighting", weighting, WEIGHTINGS)
     lightning.seed_everything(settings.seed, verbose=False)
-    counts = dict(settings.points)
+    counts = settings.points
     discretise_conditions(problem, counts)
     lower, upper = input_box(problem)
     model = ScaledMLP(
