@@ -43,9 +43,17 @@ class NTKCallback(Callback):
     weighting's estimator when due (exact traces, or the predictor /
     parameter-space sketch at displaced copies of the parameters), folds the
     result into the moving-average kernel buffer, applies the spaced-update
-    safeguard and hands the weights to the solver's loss aggregation. All of
-    it happens before the step's backward pass, so the step uses the weights
-    of its own parameters ``theta_t`` (Algorithms 1 and 3).
+    safeguard and hands the weights to the solver's loss aggregation.
+
+    Exact weights, the sketch's warm start and, with
+    ``SketchNTKWeighting(sample_after_backward=False)``, every sketch sample
+    are computed before the step's backward pass, so the step uses the
+    weights of its own parameters ``theta_t`` (Algorithms 1 and 3). By
+    default a sketch sample is split: what needs the training graph (the
+    predictor's ``J^T g``) runs before the backward pass, the evaluations at
+    displaced parameters in ``on_after_backward``, still at ``theta_t`` but
+    with the training graph freed; that sample enters the weights of step
+    ``t + 1``.
 
     Logged through the solver (``pl_module.log``) every
     ``log_every_n_steps`` optimisation steps: ``ntk_weight/<condition>``,
@@ -83,6 +91,7 @@ class NTKCallback(Callback):
         self._weighting = None
         self._recorder = None
         self._pending_state = None
+        self._prepared = None  # (prepared sample, sizes) awaiting backward
         self.in_training_step = False
         self._reset_statistics()
 
@@ -145,6 +154,7 @@ class NTKCallback(Callback):
         if self._recorder is not None:
             self._recorder.detach()
         self.in_training_step = False
+        self._prepared = None
 
     def on_train_start(self, trainer, pl_module):
         """Create the probe stream and apply a restored checkpoint state."""
@@ -160,10 +170,16 @@ class NTKCallback(Callback):
 
     # ------------------------------------------------------- training step
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Start recording the residuals of this step."""
+        """Start recording the residuals of this step; seed its probes."""
         self._recorder.attach()
         self._recorder.start()
         self.in_training_step = True
+        self._prepared = None
+        # Probes depend only on (seed, rank, step): independent across ranks,
+        # and identical after a resume without saving generator states.
+        self._generator.manual_seed(
+            probe_seed(self._seed, trainer.global_rank, self.step)
+        )
 
     def weights_for_step(self, losses):
         """
@@ -193,32 +209,61 @@ class NTKCallback(Callback):
             [r.numel() for r in residuals], device=residuals[0].device
         )
         if weighting.is_due(self.step):
-            self._refresh(weighting, names, residuals, sizes)
+            params = trainable_parameters(self._solver)
+            deferred = weighting.sample_after_backward
+            if self._diag is None or not deferred:
+                self._draw_now(weighting, names, params, residuals, sizes)
+            if deferred:
+                # finished in on_after_backward, once the graph is freed
+                self._prepared = (
+                    weighting.prepare_sample(
+                        params, residuals, self._generator
+                    ),
+                    sizes,
+                )
+            self._update_weights(weighting, residuals, sizes)
         weighting._saved_weights = dict(zip(names, self._weights))
         return weighting._saved_weights
 
-    def _refresh(self, weighting, names, residuals, sizes):
-        solver = self._solver
+    def _draw_now(self, weighting, names, params, residuals, sizes):
+        """Samples while the training graph is alive: the warm start, and
+        every sample of a weighting that does not defer them."""
         # Only displaced evaluations go through residual_fn here (R(theta)
         # comes from the training step), so values suffice: chunked.
         residual_fn = self._recorder.residual_fn(
-            solver, names, weighting.evaluation_chunk_size
+            self._solver, names, weighting.evaluation_chunk_size
         )
-        params = trainable_parameters(solver)
-        if self._diag is None:
-            self._diag = MovingAverage(weighting.alpha)
-            if weighting.full_kernel:
-                self._kernel = MovingAverage(weighting.alpha)
-        draws = weighting.warmup_samples if self._diag.value is None else 1
-        # Probes depend only on (seed, rank, step): independent across ranks,
-        # and identical after a resume without saving generator states.
-        self._generator.manual_seed(
-            probe_seed(self._seed, self._solver.trainer.global_rank, self.step)
-        )
+        draws = weighting.warmup_samples if self._diag is None else 1
         samples = [
             weighting.sample(residual_fn, params, residuals, self._generator)
             for _ in range(draws)
         ]
+        self._fold_in(weighting, samples, sizes)
+
+    def on_after_backward(self, trainer, pl_module):
+        """Complete a deferred sample at the step's parameters ``theta_t``:
+        the backward pass has freed the training graph and the optimiser has
+        not stepped yet."""
+        if self._prepared is None:
+            return
+        prepared, sizes = self._prepared
+        self._prepared = None
+        # No training graph is alive now: evaluate every point at once.
+        residual_fn = self._recorder.residual_fn(pl_module, self._names)
+        sample = self._weighting.complete_sample(
+            residual_fn,
+            trainable_parameters(pl_module),
+            prepared,
+            self._generator,
+        )
+        self._fold_in(self._weighting, [sample], sizes)
+
+    def _fold_in(self, weighting, samples, sizes):
+        """Fold samples into the moving-average buffers (Algorithm 3)."""
+        if self._diag is None:
+            self._diag = MovingAverage(weighting.alpha)
+            if weighting.full_kernel:
+                self._kernel = MovingAverage(weighting.alpha)
         # Under data parallelism each rank holds a share of every condition's
         # points. Block traces only involve diagonal kernel entries, so the
         # sums over ranks of local traces and entry counts are exactly those
@@ -226,12 +271,20 @@ class NTKCallback(Callback):
         sizes = self._global_sum(sizes.to(samples[0][0].dtype))
         local = torch.stack([t for t, _ in samples])
         per_entry = self._global_sum(local) / sizes
-        diag = self._diag.update(per_entry)
+        self._diag.update(per_entry)
+        self._flag_invalid(torch.isfinite(per_entry).all())
         if weighting.full_kernel:
             self._check_fixed_points()
             self._kernel.update(torch.stack([k for _, k in samples]))
 
-        traces = diag * sizes
+    def _flag_invalid(self, ok):
+        self._invalid = ~ok if self._invalid is None else self._invalid | ~ok
+
+    def _update_weights(self, weighting, residuals, sizes):
+        """Weights from the kernel buffer, through the safeguard."""
+        solver = self._solver
+        sizes = self._global_sum(sizes.to(self._diag.value.dtype))
+        traces = self._diag.value * sizes
         previous = self._weights
         if previous is None:
             previous = torch.ones_like(traces)
@@ -242,8 +295,7 @@ class NTKCallback(Callback):
             solver._reduction,
             weighting.weight_bounds,
         )
-        ok = ok & torch.isfinite(per_entry).all()
-        self._invalid = ~ok if self._invalid is None else self._invalid | ~ok
+        self._flag_invalid(ok)
 
         guard = weighting.safeguard
         if guard is not None:
@@ -290,6 +342,9 @@ class NTKCallback(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         """Stop recording, log the statistics and advance the step."""
+        # A sample still pending had no backward pass (the step was skipped);
+        # the parameters may have moved since, so it is dropped.
+        self._prepared = None
         self._recorder.stop()
         self.in_training_step = False
         logging_step = is_logging_step(

@@ -31,11 +31,14 @@ def condition_calls(solver):
 
     :param solver: A PINA solver whose problem holds its points (after
         ``pina.Trainer(solver, ...)`` has been created).
-    :return: The calls, in the problem's condition order.
+    :return: The calls, in the problem's condition order, with the points
+        on the solver's device (the conditions keep theirs on the CPU while
+        Lightning trains the model on an accelerator).
     :rtype: list[tuple]
     :raises ValueError: If a condition holds no points yet.
     """
     batch = []
+    device = solver.device
     for name, condition in solver.problem.conditions.items():
         data = getattr(condition, "data", None)
         if data is None or not hasattr(data, "keys"):
@@ -44,8 +47,17 @@ def condition_calls(solver):
                 "pina.Trainer(solver, ...) first (it moves the problem's "
                 "discretisation into the conditions)."
             )
-        batch.append((name, {key: data.data[key] for key in data.keys}))
+        batch.append(
+            (
+                name,
+                {key: _to_device(data.data[key], device) for key in data.keys},
+            )
+        )
     return batch_calls(solver, batch)
+
+
+def _to_device(value, device):
+    return value.to(device) if torch.is_tensor(value) else value
 
 
 def ntk_traces(solver, method="exact", **options):

@@ -207,7 +207,7 @@ def _evaluate_detached(residual_fn, params):
     return [r.detach() for r in residual_fn(params)]
 
 
-def auto_step_size(params, direction, difference, dtype):
+def auto_step_size(params, direction, difference, dtype, dir_norm=None):
     """
     A step length whose displacement is ``tau * max(||theta||, 1)``.
 
@@ -216,10 +216,12 @@ def auto_step_size(params, direction, difference, dtype):
     balance between truncation and rounding error of a difference quotient.
 
     :param dict params: ``{name: tensor}``.
-    :param direction: The displacement direction, one tensor per parameter.
+    :param direction: The displacement direction, one tensor per parameter;
+        unused when ``dir_norm`` is given.
     :type direction: list[torch.Tensor]
     :param str difference: ``"forward"`` or ``"central"``.
     :param torch.dtype dtype: The floating-point type of the computation.
+    :param torch.Tensor dir_norm: ``||direction||`` if already known.
     :return: The step length (a 0-d tensor on the parameters' device).
     :rtype: torch.Tensor
     """
@@ -228,7 +230,8 @@ def auto_step_size(params, direction, difference, dtype):
     theta_norm = torch.sqrt(
         sum(p.detach().pow(2).sum() for p in params.values())
     )
-    dir_norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
+    if dir_norm is None:
+        dir_norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
     tiny = torch.finfo(dtype).tiny
     return tau * torch.clamp(theta_norm, min=1.0) / torch.clamp(dir_norm, tiny)
 
@@ -240,6 +243,7 @@ def kernel_probe_product(
     step_size="auto",
     difference="forward",
     residuals=None,
+    direction=None,
 ):
     """
     The predictor sketch ``K g ≈ (R(theta + dt v) - R(theta)) / dt``.
@@ -247,6 +251,11 @@ def kernel_probe_product(
     With ``v = J^T g`` (:func:`predictor_direction`), the forward quotient has
     bias ``O(dt)``; ``difference="central"`` uses ``(R(theta + dt v) -
     R(theta - dt v)) / (2 dt)`` with bias ``O(dt^2)`` at one more forward pass.
+
+    The two halves can run at different times: ``v`` needs the autograd
+    graph of ``R(theta)``, the displaced evaluations only values. Passing a
+    precomputed ``direction`` lets the evaluations run after that graph has
+    been freed (for example after a training step's backward pass).
 
     :param callable residual_fn: ``params -> list of residual blocks``.
     :param dict params: ``{name: tensor}`` at ``theta``.
@@ -257,13 +266,18 @@ def kernel_probe_product(
     :param str difference: ``"forward"`` or ``"central"``.
     :param residuals: ``R(theta)`` already computed from ``params`` with
         autograd (for example by the training step); computed if ``None``.
+        Values suffice when ``direction`` is given.
     :type residuals: list[torch.Tensor]
+    :param direction: ``v = J^T g`` from :func:`predictor_direction`, one
+        tensor per parameter; computed from ``residuals`` if ``None``.
+    :type direction: list[torch.Tensor]
     :return: ``K g`` split into blocks like the residual.
     :rtype: list[torch.Tensor]
     """
     if residuals is None:
         residuals = residual_fn(params)
-    direction = predictor_direction(residuals, list(params.values()), probe)
+    if direction is None:
+        direction = predictor_direction(residuals, list(params.values()), probe)
     dt = step_size
     if dt == "auto":
         dt = auto_step_size(params, direction, difference, probe[0].dtype)
@@ -341,8 +355,9 @@ def parameter_space_block_traces(
         # a direction of norm sqrt(p) gives eps = tau max(||theta||, 1) / sqrt(p),
         # so that ||eps z|| ≈ tau max(||theta||, 1) since E||z||^2 = p; eps is
         # then independent of z, which keeps the estimator's expansion simple
-        ones = [torch.ones_like(v) for v in z]
-        eps = auto_step_size(params, ones, difference, z[0].dtype)
+        count = sum(v.numel() for v in z)
+        root = torch.tensor(float(count), dtype=z[0].dtype, device=z[0].device)
+        eps = auto_step_size(params, z, difference, z[0].dtype, root.sqrt())
     plus = _evaluate_detached(residual_fn, displace(params, z, eps))
     if difference == "forward":
         if residuals is None:

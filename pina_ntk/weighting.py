@@ -18,6 +18,7 @@ from .estimators import (
     kernel_probe_product,
     parameter_space_block_traces,
     predictor_block_traces,
+    predictor_direction,
     sample_probe,
     symmetrised_kernel_sketch,
 )
@@ -73,6 +74,8 @@ class _KernelWeighting(BaseWeighting):
     full_kernel = False
     #: Points per evaluation at displaced parameters (None: all at once).
     evaluation_chunk_size = None
+    #: Whether a step's sample is completed after its backward pass.
+    sample_after_backward = False
 
     def __init__(self, safeguard, weight_bounds):
         # PINA calls update_weights every step with update_every_n_epochs=1;
@@ -115,10 +118,11 @@ class _KernelWeighting(BaseWeighting):
         """
         return True
 
-    @abstractmethod
     def sample(self, residual_fn, params, residuals, generator):
         """
         One sample of the block traces (and, if asked, of the kernel).
+
+        :meth:`prepare_sample` followed by :meth:`complete_sample`.
 
         :param callable residual_fn: ``params -> list of residual blocks``.
         :param dict params: ``{name: parameter}``.
@@ -127,6 +131,34 @@ class _KernelWeighting(BaseWeighting):
         :param torch.Generator generator: The probe stream.
         :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
             :attr:`full_kernel`.
+        :rtype: tuple
+        """
+        prepared = self.prepare_sample(params, residuals, generator)
+        return self.complete_sample(residual_fn, params, prepared, generator)
+
+    @abstractmethod
+    def prepare_sample(self, params, residuals, generator):
+        """
+        The part of a sample that needs the autograd graph of ``R(theta)``.
+
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks with their graph.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :return: Detached tensors for :meth:`complete_sample`.
+        :rtype: dict
+        """
+
+    @abstractmethod
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        """
+        The rest of a sample: values only, no graph of ``R(theta)`` needed.
+
+        :param callable residual_fn: ``params -> list of residual blocks``.
+        :param dict params: ``{name: parameter}`` (still at ``theta``).
+        :param dict prepared: From :meth:`prepare_sample`.
+        :param torch.Generator generator: The probe stream.
+        :return: ``(block_traces, kernel)`` as in :meth:`sample`.
         :rtype: tuple
         """
 
@@ -182,12 +214,18 @@ class NTKWeighting(_KernelWeighting):
         """:param int step: The step. :rtype: bool"""
         return step % self.update_every_n_steps == 0
 
-    def sample(self, residual_fn, params, residuals, generator):
-        """Exact block traces; see :meth:`_KernelWeighting.sample`."""
+    def prepare_sample(self, params, residuals, generator):
+        """Exact block traces (they need the graph); see
+        :meth:`_KernelWeighting.prepare_sample`."""
         traces = exact_block_traces(
             residuals, list(params.values()), self.chunk_size
         )
-        return traces.detach(), None
+        return {"traces": traces.detach()}
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        """Nothing left to evaluate; see
+        :meth:`_KernelWeighting.complete_sample`."""
+        return prepared["traces"], None
 
 
 class SketchNTKWeighting(_KernelWeighting):
@@ -206,6 +244,10 @@ class SketchNTKWeighting(_KernelWeighting):
     * ``"parameter"`` (Theorem *alternative-ntk-approximation*):
       ``||R_c(theta + eps z) - R_c(theta)||^2 / eps^2`` with ``z ~ N(0, I)``:
       one extra forward, no backward; traces only.
+
+    By default the extra forward passes run after the step's backward pass,
+    when the training graph has been freed, and the sample enters the next
+    step's weights (see ``sample_after_backward``).
 
     :param float alpha: Moving-average rate in ``(0, 1]``. Default ``1e-3``
         (the paper's wave experiment).
@@ -228,13 +270,26 @@ class SketchNTKWeighting(_KernelWeighting):
     :param tuple weight_bounds: As in :class:`NTKWeighting`.
     :param int seed: Seed of the probe stream; ``None`` draws one from
         torch's global generator (so ``lightning.seed_everything`` fixes it).
+    :param bool sample_after_backward: ``True`` (default): the part of a
+        step's sample that needs the training graph (the predictor's
+        ``J^T g``) runs before the backward pass, the evaluations at
+        displaced parameters after it, when the graph has been freed, at the
+        same ``theta_t`` (the optimiser has not stepped yet). The sample of
+        step ``t`` then enters the weights from step ``t + 1`` on: a delay
+        of one step on a moving average that spans about ``1/alpha`` steps,
+        which keeps the extra memory near zero with no chunking. ``False``:
+        Algorithm 3 to the letter, the sample of ``theta_t`` already enters
+        the weights of step ``t``, its evaluations coexisting with the
+        training graph (chunked, see ``evaluation_chunk_size``). The warm
+        start always runs at step 0, before that step's weights.
     :param int evaluation_chunk_size: Points evaluated at a time at the
-        displaced parameters. These evaluations need values only but run
-        while the training step's graph is alive; chunking bounds their
-        extra memory by that of ``evaluation_chunk_size`` points. ``None``
-        evaluates every point at once (fastest, most memory). Requires a
-        model that treats points independently (PINA's feed-forward models
-        do; batch normalisation in training mode does not). Default ``128``.
+        displaced parameters while the training step's graph is alive: the
+        warm start, and every sample with ``sample_after_backward=False``.
+        Chunks need values only, so this bounds the extra memory by that of
+        ``evaluation_chunk_size`` points. ``None`` evaluates every point at
+        once (fastest, most memory). Requires a model that treats points
+        independently (PINA's feed-forward models do; batch normalisation
+        in training mode does not). Default ``128``.
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -257,6 +312,7 @@ class SketchNTKWeighting(_KernelWeighting):
         safeguard="default",
         weight_bounds=(1e-6, 1e6),
         seed=None,
+        sample_after_backward=True,
         evaluation_chunk_size=128,
     ):
         check_rate("alpha", alpha)
@@ -267,6 +323,11 @@ class SketchNTKWeighting(_KernelWeighting):
         if not isinstance(full_kernel, bool):
             raise ValueError(
                 f"full_kernel must be a bool, got {full_kernel!r}."
+            )
+        if not isinstance(sample_after_backward, bool):
+            raise ValueError(
+                "sample_after_backward must be a bool, got "
+                f"{sample_after_backward!r}."
             )
         if full_kernel and estimator != "predictor":
             raise ValueError(
@@ -286,10 +347,29 @@ class SketchNTKWeighting(_KernelWeighting):
         self.difference = difference
         self.full_kernel = full_kernel
         self.seed = seed
+        self.sample_after_backward = sample_after_backward
         self.evaluation_chunk_size = evaluation_chunk_size
 
-    def sample(self, residual_fn, params, residuals, generator):
-        """Sketched block traces; see :meth:`_KernelWeighting.sample`."""
+    def prepare_sample(self, params, residuals, generator):
+        """
+        Predictor: the probe ``g`` and the direction ``J^T g`` (one backward
+        pass through the retained graph). Parameter-space: nothing but the
+        residual values. See :meth:`_KernelWeighting.prepare_sample`.
+        """
+        prepared = {"residuals": [r.detach() for r in residuals]}
+        if self.estimator == "predictor":
+            probe = sample_probe(residuals, self.probe, generator)
+            prepared["probe"] = probe
+            prepared["direction"] = predictor_direction(
+                residuals, list(params.values()), probe
+            )
+        return prepared
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        """
+        The evaluations at displaced parameters; see
+        :meth:`_KernelWeighting.complete_sample`.
+        """
         if self.estimator == "parameter":
             traces = parameter_space_block_traces(
                 residual_fn,
@@ -297,17 +377,18 @@ class SketchNTKWeighting(_KernelWeighting):
                 self.step_size,
                 self.difference,
                 generator,
-                residuals,
+                prepared["residuals"],
             )
             return traces, None
-        probe = sample_probe(residuals, self.probe, generator)
+        probe = prepared["probe"]
         product = kernel_probe_product(
             residual_fn,
             params,
             probe,
             self.step_size,
             self.difference,
-            residuals,
+            prepared["residuals"],
+            prepared["direction"],
         )
         traces = predictor_block_traces(probe, product)
         kernel = None

@@ -45,6 +45,8 @@ from conftest import make_solver, make_trainer, mlp
         ({"weight_bounds": 5}, "weight_bounds"),
         ({"seed": -1}, "seed"),
         ({"evaluation_chunk_size": 0}, "evaluation_chunk_size"),
+        ({"sample_after_backward": "yes"}, "sample_after_backward"),
+        ({"sample_after_backward": 1}, "sample_after_backward"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):

@@ -23,8 +23,8 @@ WEIGHTING_LABELS = (
     "predictor sketch, forward difference",
     "predictor sketch, central difference",
     "parameter-space sketch",
-    "predictor sketch, forward, `evaluation_chunk_size=None`",
-    "parameter-space sketch, `evaluation_chunk_size=None`",
+    "predictor sketch, forward, `sample_after_backward=False`",
+    "parameter-space sketch, `sample_after_backward=False`",
     "PINA `NeuralTangentKernelWeighting`",
 )
 ACCURACY_LABELS = WEIGHTING_LABELS[3:6]

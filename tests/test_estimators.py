@@ -9,6 +9,7 @@ import torch
 from pina_ntk import ntk_traces
 from pina_ntk.diagnostics import condition_calls
 from pina_ntk.estimators import (
+    auto_step_size,
     exact_block_traces,
     kernel_probe_product,
     parameter_space_block_traces,
@@ -306,3 +307,31 @@ def test_chunk_size_does_not_change_the_sketch():
     whole, chunked = weights(None), weights(7)
     for name in whole:
         assert chunked[name] == pytest.approx(whole[name], rel=1e-3)
+
+
+@pytest.mark.parametrize(
+    "difference,power", [("forward", 1 / 2), ("central", 1 / 3)]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_auto_step_size_displaces_by_a_relative_epsilon(
+    difference, power, dtype
+):
+    gen = torch.Generator().manual_seed(4)
+    params = {
+        "w": torch.randn(30, 20, generator=gen, dtype=dtype),
+        "b": torch.randn(20, generator=gen, dtype=dtype),
+    }
+    direction = [
+        torch.randn(p.shape, generator=gen, dtype=dtype)
+        for p in params.values()
+    ]
+    step = auto_step_size(params, direction, difference, dtype)
+    theta = math.sqrt(sum(float(p.pow(2).sum()) for p in params.values()))
+    moved = math.sqrt(sum(float((step * d).pow(2).sum()) for d in direction))
+    tau = torch.finfo(dtype).eps ** power
+    assert moved == pytest.approx(tau * max(theta, 1.0), rel=1e-5)
+    # a known direction norm gives the same step without the direction
+    norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
+    assert torch.equal(
+        auto_step_size(params, None, difference, dtype, dir_norm=norm), step
+    )

@@ -44,6 +44,9 @@ WEIGHTINGS = {
     "predictor-full-kernel": lambda: SketchNTKWeighting(
         alpha=0.2, warmup_samples=4, full_kernel=True
     ),
+    "predictor-same-step": lambda: SketchNTKWeighting(
+        alpha=0.2, warmup_samples=4, sample_after_backward=False
+    ),
 }
 
 
@@ -305,3 +308,111 @@ def test_weighting_shared_by_two_solvers_is_rejected():
     trainer = make_trainer(first, steps=1)
     with pytest.raises(ValueError, match="one weighting instance per solver"):
         trainer.train()
+
+
+# ------------------------------------------------ deferred sketch samples
+class CompletionSpy(SketchNTKWeighting):
+    """Records, for every completed sample, the step, the parameters it was
+    evaluated at and whether the step's backward pass had already run."""
+
+    def __init__(self, progress, **kwargs):
+        super().__init__(**kwargs)
+        self.progress = progress
+        self.completed = []
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        values = [p.detach().clone() for p in params.values()]
+        self.completed.append(
+            (self._callback.step, values, self.progress.after_backward)
+        )
+        return super().complete_sample(residual_fn, params, prepared, generator)
+
+
+class StepProgress(lightning.Callback):
+    """``theta_t`` at the start of every training step, and whether the
+    current step's backward pass has run (this callback's hooks run before
+    the NTKCallback's, which make_trainer appends last)."""
+
+    def __init__(self):
+        self.params = []
+        self.after_backward = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.after_backward = False
+        self.params.append([p.detach().clone() for p in pl_module.parameters()])
+
+    def on_after_backward(self, trainer, pl_module):
+        self.after_backward = True
+
+
+@pytest.mark.parametrize("estimator", ["predictor", "parameter"])
+@pytest.mark.parametrize("deferred", [True, False])
+def test_samples_are_taken_at_the_steps_own_parameters(estimator, deferred):
+    progress = StepProgress()
+    weighting = CompletionSpy(
+        progress,
+        alpha=0.5,
+        warmup_samples=3,
+        estimator=estimator,
+        sample_after_backward=deferred,
+    )
+    solver = make_solver("wave", weighting=weighting)
+    make_trainer(solver, steps=4, callbacks=[progress]).train()
+    steps = [step for step, _, _ in weighting.completed]
+    extra = 1 if deferred else 0  # step 0: the warm start, then its sample
+    assert steps == [0] * (3 + extra) + [1, 2, 3]
+    for index, (step, values, after_backward) in enumerate(weighting.completed):
+        # the warm start runs before step 0's backward pass, deferred
+        # samples after their step's backward pass, others before it
+        assert after_backward == (deferred and index >= 3)
+        for value, snapshot in zip(values, progress.params[step]):
+            assert torch.equal(value, snapshot)  # theta_t, not theta_t+1
+
+
+class TraceHistory(lightning.Callback):
+    """The trace estimates behind each training step's weights."""
+
+    def __init__(self):
+        self.traces = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, idx):
+        self.traces.append(ntk_callback(trainer).traces)
+
+
+@pytest.mark.parametrize("estimator", ["predictor", "parameter"])
+def test_deferred_samples_enter_the_next_steps_weights(estimator):
+    # With the parameters frozen (lr = 0) and alpha = 1 the trace estimates
+    # behind the weights are the last sample, and step t draws the same
+    # probes in both modes (after step 0's warm start), so the deferred
+    # estimates of step t + 1 are the same-step estimates of step t.
+    from pina.optim import TorchOptimizer
+
+    def traces(deferred):
+        weighting = SketchNTKWeighting(
+            alpha=1.0,
+            warmup_samples=2,
+            estimator=estimator,
+            seed=3,
+            safeguard=None,
+            sample_after_backward=deferred,
+        )
+        problem = make_problem("wave")
+        torch.manual_seed(0)
+        solver = PhysicsInformedSingleModelSolver(
+            problem,
+            mlp(2, 1),
+            optimizer=TorchOptimizer(torch.optim.SGD, lr=0.0),
+            weighting=weighting,
+        )
+        recorder = TraceHistory()
+        make_trainer(solver, steps=6, callbacks=[recorder]).train()
+        return recorder.traces
+
+    same_step, deferred = traces(False), traces(True)
+    assert len(same_step[0]) == 3
+    assert same_step[0] == deferred[0]  # the warm start, in both modes
+    for step in range(1, 5):
+        for name, trace in same_step[step].items():
+            assert deferred[step + 1][name] == pytest.approx(trace, rel=1e-5)
+    # the estimates do change from step to step (the test is not vacuous)
+    assert same_step[1] != same_step[2]

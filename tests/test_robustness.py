@@ -38,23 +38,30 @@ class NaNAtSteps(SketchNTKWeighting):
         super().__init__(**kwargs)
         self.bad_steps = bad_steps
 
-    def sample(self, residual_fn, params, residuals, generator):
-        traces, kernel = super().sample(
-            residual_fn, params, residuals, generator
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
         )
         if self._callback.step in self.bad_steps:
             traces = traces * float("nan")
         return traces, kernel
 
 
-def test_nan_estimates_keep_last_weights_and_warn_once():
-    weighting = NaNAtSteps({2, 3, 5}, alpha=0.5, warmup_samples=2)
+@pytest.mark.parametrize("deferred", [False, True])
+def test_nan_estimates_keep_last_weights_and_warn_once(deferred):
+    weighting = NaNAtSteps(
+        {2, 3, 5},
+        alpha=0.5,
+        warmup_samples=2,
+        sample_after_backward=deferred,
+    )
     solver = make_solver("wave", weighting=weighting)
     history = WeightHistory()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
-        make_trainer(solver, steps=8, callbacks=[history]).train()
-    weights = history.weights
+        make_trainer(solver, steps=9, callbacks=[history]).train()
+    # a deferred sample of step t enters the weights of step t + 1
+    weights = history.weights[int(deferred) :]
     assert weights[2] == weights[1] and weights[3] == weights[1]
     assert weights[5] == weights[4]
     assert weights[4] != weights[1]  # updates resumed after the bad steps

@@ -167,8 +167,10 @@ def make_weighting(kind, settings):
         return NTKWeighting(
             update_every_n_steps=settings.exact_every, safeguard=safeguard
         )
-    # The experiments' networks are small: evaluating the displaced residual
-    # in one piece costs little memory and saves PINA's per-call overhead.
+    # The experiments' networks are small: the warm start (the only sampling
+    # that runs while a training graph is alive, see sample_after_backward)
+    # evaluates the displaced residuals in one piece, saving PINA's per-call
+    # overhead at little memory cost.
     return SketchNTKWeighting(
         alpha=settings.alpha,
         warmup_samples=settings.warmup_samples,

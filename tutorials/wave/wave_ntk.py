@@ -128,12 +128,16 @@ trainer.train()
 # block's trace is thousands of times the boundary blocks', so the
 # predictor's boundary estimates are noisy (often negative for single
 # probes). With these defaults and seed 1 the predictor sketch reached a
-# relative error of 5.8e-2 where the parameter-space sketch reached 1.5e-2
-# (seed 0: 1.4e-2 with the predictor).
+# relative error of 7.3e-2 where the parameter-space sketch reached 1.6e-2
+# (seed 0: 1.35e-2 with the predictor).
 #
-# The networks are small, so the experiments evaluate the displaced
-# residuals of the sketch in one piece (`SketchNTKWeighting(evaluation_chunk_size=None)`): faster than the
-# default chunks of 128 points, which bound the memory of large networks.
+# Each step's sketch sample is completed after that step's backward pass
+# (the default `sample_after_backward=True`), once the training graph is
+# freed, and enters the next step's weights. The 32-sample warm start runs
+# at step 0 before the backward pass; the networks are small, so the
+# experiments evaluate it in one piece (`evaluation_chunk_size=None`) rather
+# than in the default chunks of 128 points, which bound the memory of large
+# networks.
 #
 # Both NTK PINNs run with `safeguard="none"`, i.e. every weight update is
 # applied, as in the paper's experiment. With the default spaced-update
