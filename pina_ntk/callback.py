@@ -11,6 +11,7 @@ from .moving_average import MovingAverage
 from .residuals import (
     ResidualRecorder,
     check_kernel_solver,
+    to_device,
     trainable_parameters,
 )
 from .weighting import _KernelWeighting
@@ -91,7 +92,8 @@ class NTKCallback(Callback):
         self._weighting = None
         self._recorder = None
         self._pending_state = None
-        self._prepared = None  # (prepared sample, sizes) awaiting backward
+        # (prepared sample, parameters, global sizes) awaiting the backward
+        self._prepared = None
         self.in_training_step = False
         self._reset_statistics()
 
@@ -174,7 +176,6 @@ class NTKCallback(Callback):
         self._recorder.attach()
         self._recorder.start()
         self.in_training_step = True
-        self._prepared = None
         # Probes depend only on (seed, rank, step): independent across ranks,
         # and identical after a resume without saving generator states.
         self._generator.manual_seed(
@@ -204,23 +205,30 @@ class NTKCallback(Callback):
                 "contains every condition."
             )
         weighting = self._weighting
-        residuals = self._recorder.blocks(names)
-        sizes = torch.tensor(
-            [r.numel() for r in residuals], device=residuals[0].device
-        )
         if weighting.is_due(self.step):
+            residuals = self._recorder.blocks(names)
+            # Under data parallelism each rank holds a share of every
+            # condition's points. Block traces only involve diagonal kernel
+            # entries, so the sums over ranks of local traces and entry
+            # counts are exactly those of the union of the points; every
+            # rank then forms the same weights.
+            sizes = self._global_sum(
+                torch.tensor(
+                    [float(r.numel()) for r in residuals],
+                    dtype=residuals[0].dtype,
+                    device=residuals[0].device,
+                )
+            )
             params = trainable_parameters(self._solver)
             deferred = weighting.sample_after_backward
             if self._diag is None or not deferred:
                 self._draw_now(weighting, names, params, residuals, sizes)
             if deferred:
                 # finished in on_after_backward, once the graph is freed
-                self._prepared = (
-                    weighting.prepare_sample(
-                        params, residuals, self._generator
-                    ),
-                    sizes,
+                prepared = weighting.prepare_sample(
+                    params, residuals, self._generator
                 )
+                self._prepared = (prepared, params, sizes)
             self._update_weights(weighting, residuals, sizes)
         weighting._saved_weights = dict(zip(names, self._weights))
         return weighting._saved_weights
@@ -246,29 +254,22 @@ class NTKCallback(Callback):
         not stepped yet."""
         if self._prepared is None:
             return
-        prepared, sizes = self._prepared
+        prepared, params, sizes = self._prepared
         self._prepared = None
         # No training graph is alive now: evaluate every point at once.
         residual_fn = self._recorder.residual_fn(pl_module, self._names)
         sample = self._weighting.complete_sample(
-            residual_fn,
-            trainable_parameters(pl_module),
-            prepared,
-            self._generator,
+            residual_fn, params, prepared, self._generator
         )
         self._fold_in(self._weighting, [sample], sizes)
 
     def _fold_in(self, weighting, samples, sizes):
-        """Fold samples into the moving-average buffers (Algorithm 3)."""
+        """Fold samples into the moving-average buffers (Algorithm 3);
+        ``sizes`` are the entry counts summed over the processes."""
         if self._diag is None:
             self._diag = MovingAverage(weighting.alpha)
             if weighting.full_kernel:
                 self._kernel = MovingAverage(weighting.alpha)
-        # Under data parallelism each rank holds a share of every condition's
-        # points. Block traces only involve diagonal kernel entries, so the
-        # sums over ranks of local traces and entry counts are exactly those
-        # of the union of the points; every rank then forms the same weights.
-        sizes = self._global_sum(sizes.to(samples[0][0].dtype))
         local = torch.stack([t for t, _ in samples])
         per_entry = self._global_sum(local) / sizes
         self._diag.update(per_entry)
@@ -283,7 +284,6 @@ class NTKCallback(Callback):
     def _update_weights(self, weighting, residuals, sizes):
         """Weights from the kernel buffer, through the safeguard."""
         solver = self._solver
-        sizes = self._global_sum(sizes.to(self._diag.value.dtype))
         traces = self._diag.value * sizes
         previous = self._weights
         if previous is None:
@@ -440,15 +440,12 @@ class NTKCallback(Callback):
         self._pending_state = state_dict
 
     def _apply_state(self, state, device):
-        def to_device(value):
-            return value.to(device) if torch.is_tensor(value) else value
-
         self.step = state["step"]
         self._names = state["names"]
-        self._weights = to_device(state["weights"])
-        self._traces = to_device(state["traces"])
-        self._points = to_device(state["points"])
-        self._invalid = to_device(state["invalid"])
+        self._weights = to_device(state["weights"], device)
+        self._traces = to_device(state["traces"], device)
+        self._points = to_device(state["points"], device)
+        self._invalid = to_device(state["invalid"], device)
         self._warned_invalid = state["warned_invalid"]
         for attr in ("diag", "kernel"):
             saved = state[attr]
@@ -458,14 +455,14 @@ class NTKCallback(Callback):
                 average.load_state_dict(
                     {
                         "alpha": saved["alpha"],
-                        "value": to_device(saved["value"]),
+                        "value": to_device(saved["value"], device),
                     }
                 )
             setattr(self, f"_{attr}", average)
         guard = self._weighting.safeguard
         if guard is not None and state["safeguard"] is not None:
             guard.load_state_dict(
-                {k: to_device(v) for k, v in state["safeguard"].items()}
+                {k: to_device(v, device) for k, v in state["safeguard"].items()}
             )
         self._seed = state["seed"]
         if self._weights is not None:

@@ -15,6 +15,7 @@ from .estimators import (
 from .residuals import (
     batch_calls,
     replay_residual_fn,
+    to_device,
     trainable_parameters,
 )
 from .validation import check_choice, check_int
@@ -50,14 +51,10 @@ def condition_calls(solver):
         batch.append(
             (
                 name,
-                {key: _to_device(data.data[key], device) for key in data.keys},
+                {key: to_device(data.data[key], device) for key in data.keys},
             )
         )
     return batch_calls(solver, batch)
-
-
-def _to_device(value, device):
-    return value.to(device) if torch.is_tensor(value) else value
 
 
 def ntk_traces(solver, method="exact", **options):

@@ -27,6 +27,17 @@ def as_plain_tensor(tensor):
     return torch.Tensor.as_subclass(tensor, torch.Tensor)
 
 
+def to_device(value, device):
+    """
+    ``value`` moved to ``device`` if it is a tensor, unchanged otherwise.
+
+    :param value: Anything; tensors (and ``LabelTensor`` s) are moved.
+    :param device: The target device.
+    :return: The moved tensor or ``value`` itself.
+    """
+    return value.to(device) if torch.is_tensor(value) else value
+
+
 def trainable_parameters(solver):
     """
     The parameters the kernel is taken with respect to.

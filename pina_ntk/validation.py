@@ -43,6 +43,11 @@ def check_optional_interval(name, value):
         check_int(name, value, 1)
 
 
+def _is_real(value):
+    """Whether ``value`` is a Python real number (``bool`` is not one)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def check_positive(name, value):
     """
     Require a finite real number ``> 0`` (``bool`` is not a number here).
@@ -53,7 +58,7 @@ def check_positive(name, value):
     :rtype: float
     :raises ValueError: If the check fails.
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not _is_real(value):
         raise ValueError(f"{name} must be a positive number, got {value!r}.")
     if not 0 < value < math.inf:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}.")
@@ -70,11 +75,7 @@ def check_finite(name, value):
     :rtype: float
     :raises ValueError: If the check fails.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-    ):
+    if not _is_real(value) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number, got {value!r}.")
     return float(value)
 
@@ -89,10 +90,6 @@ def check_rate(name, value):
     :rtype: float
     :raises ValueError: If the check fails.
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not 0 < value <= 1
-    ):
+    if not _is_real(value) or not 0 < value <= 1:
         raise ValueError(f"{name} must be a number in (0, 1], got {value!r}.")
     return float(value)

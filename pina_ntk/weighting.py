@@ -23,19 +23,17 @@ from .estimators import (
     symmetrised_kernel_sketch,
 )
 from .safeguard import SpacedUpdateSafeguard
-from .validation import check_choice, check_int, check_rate
+from .validation import check_choice, check_int, check_positive, check_rate
 
 
 def _check_step_size(value):
-    if value == "auto":
-        return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, str):
+        if value == "auto":
+            return value
         raise ValueError(
-            f"step_size must be a positive float or 'auto', got {value!r}."
+            f"step_size must be a positive number or 'auto', got {value!r}."
         )
-    if not value > 0:
-        raise ValueError(f"step_size must be > 0, got {value!r}.")
-    return float(value)
+    return check_positive("step_size", value)
 
 
 def _make_safeguard(safeguard):

@@ -34,6 +34,7 @@ from conftest import make_solver, make_trainer, mlp
         ({"step_size": 0.0}, "step_size"),
         ({"step_size": -1e-3}, "step_size"),
         ({"step_size": "small"}, "step_size"),
+        ({"step_size": float("inf")}, "step_size"),
         ({"estimator": "hutchinson"}, "estimator"),
         ({"difference": "backward"}, "difference"),
         ({"probe": "uniform"}, "probe"),
