@@ -1,8 +1,8 @@
 """The Lightning callback that drives the NTK weightings in PINA's loop."""
 
+import hashlib
 import warnings
 
-import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback
 
@@ -23,16 +23,20 @@ def probe_seed(seed, rank, step):
     """
     The seed of the probes drawn by process ``rank`` at ``step``.
 
+    A BLAKE2b hash of the three integers: well mixed (neighbouring steps and
+    ranks get unrelated streams, also in the low 32 bits that seed torch's
+    CPU generator) and cheap enough to run at every step.
+
     :param int seed: The run's base seed.
     :param int rank: The global rank of the process.
     :param int step: The optimisation step.
-    :return: A well-mixed 63-bit seed (NumPy's ``SeedSequence``).
+    :return: A 63-bit seed.
     :rtype: int
     """
-    state = np.random.SeedSequence([seed, rank, step]).generate_state(
-        1, np.uint64
-    )
-    return int(state[0] >> np.uint64(1))
+    digest = hashlib.blake2b(
+        f"{seed},{rank},{step}".encode(), digest_size=8
+    ).digest()
+    return int.from_bytes(digest, "little") >> 1
 
 
 class NTKCallback(Callback):
@@ -108,6 +112,7 @@ class NTKCallback(Callback):
         self._generator = None
         self._seed = None
         self._invalid = None  # 0-d bool: an estimate was unusable
+        self._counts = None  # (entry counts, their tensor) of this process
         self._warned_invalid = False
 
     # ------------------------------------------------------------ set-up
@@ -212,13 +217,7 @@ class NTKCallback(Callback):
             # entries, so the sums over ranks of local traces and entry
             # counts are exactly those of the union of the points; every
             # rank then forms the same weights.
-            sizes = self._global_sum(
-                torch.tensor(
-                    [float(r.numel()) for r in residuals],
-                    dtype=residuals[0].dtype,
-                    device=residuals[0].device,
-                )
-            )
+            sizes = self._global_sum(self._local_sizes(residuals))
             params = trainable_parameters(self._solver)
             deferred = weighting.sample_after_backward
             if self._diag is None or not deferred:
@@ -232,6 +231,18 @@ class NTKCallback(Callback):
             self._update_weights(weighting, residuals, sizes)
         weighting._saved_weights = dict(zip(names, self._weights))
         return weighting._saved_weights
+
+    def _local_sizes(self, residuals):
+        """Entry counts of this process's blocks, rebuilt only when they
+        change: building the tensor on a GPU is a host-to-device copy,
+        which would synchronise every step."""
+        counts = tuple(r.numel() for r in residuals)
+        if self._counts is None or self._counts[0] != counts:
+            sizes = torch.tensor(
+                counts, dtype=residuals[0].dtype, device=residuals[0].device
+            )
+            self._counts = (counts, sizes)
+        return self._counts[1]
 
     def _draw_now(self, weighting, names, params, residuals, sizes):
         """Samples while the training graph is alive: the warm start, and
@@ -281,8 +292,10 @@ class NTKCallback(Callback):
     def _flag_invalid(self, ok):
         self._invalid = ~ok if self._invalid is None else self._invalid | ~ok
 
+    @torch.no_grad()
     def _update_weights(self, weighting, residuals, sizes):
-        """Weights from the kernel buffer, through the safeguard."""
+        """Weights from the kernel buffer, through the safeguard;
+        ``residuals`` are the flat blocks of ``R(theta_t)``."""
         solver = self._solver
         traces = self._diag.value * sizes
         previous = self._weights
@@ -299,7 +312,7 @@ class NTKCallback(Callback):
 
         guard = weighting.safeguard
         if guard is not None:
-            local_sq = sum(r.detach().pow(2).sum() for r in residuals)
+            local_sq = sum(torch.dot(r, r) for r in residuals)
             residual_sq = self._global_sum(local_sq)
             proposed = entry_weights(weights, sizes, solver._reduction)
             if self._weights is None:
@@ -318,7 +331,8 @@ class NTKCallback(Callback):
         trainer = self._solver.trainer
         if trainer.world_size == 1:
             return tensor
-        return trainer.strategy.reduce(tensor, reduce_op="sum")
+        # Lightning's all-reduce works in place: keep the caller's tensor
+        return trainer.strategy.reduce(tensor.clone(), reduce_op="sum")
 
     def _check_fixed_points(self):
         points = torch.cat(

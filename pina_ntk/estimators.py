@@ -14,6 +14,8 @@ called in the middle of a training step without disturbing its autograd graph
 or the optimizer state.
 """
 
+import math
+
 import torch
 
 #: Probe distributions accepted by :func:`sample_probe`.
@@ -186,20 +188,45 @@ def predictor_direction(residuals, params, probe):
     return [g.detach() for g in grads]
 
 
-def displace(params, direction, scale):
+def flatten_parameters(tensors):
+    """
+    Tensors (parameters, or one direction per parameter) as one detached
+    1-d tensor, in order.
+
+    One flat vector turns the displacement, its norm and the probe of the
+    parameter-space sketch into single tensor operations instead of one per
+    parameter, which matters for small networks whose steps are dominated
+    by per-operation overhead.
+
+    :param tensors: The tensors.
+    :type tensors: Iterable[torch.Tensor]
+    :return: Their concatenated entries (a new tensor).
+    :rtype: torch.Tensor
+    """
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
+def displace(params, direction, scale, theta=None):
     """
     Return ``{name: theta + scale * direction}`` as new, detached tensors.
 
     :param dict params: ``{name: tensor}``, left untouched.
-    :param direction: One tensor per entry of ``params``, in order.
-    :type direction: list[torch.Tensor]
-    :param float scale: The step length.
-    :return: The displaced parameters.
+    :param torch.Tensor direction: The flat direction
+        (:func:`flatten_parameters` order).
+    :param scale: The step length (a float or a 0-d tensor).
+    :param torch.Tensor theta: ``flatten_parameters(params.values())`` if
+        already computed.
+    :return: The displaced parameters: views of one new flat tensor, shaped
+        like ``params``.
     :rtype: dict
     """
+    if theta is None:
+        theta = flatten_parameters(params.values())
+    moved = theta + scale * direction
+    parts = moved.split([p.numel() for p in params.values()])
     return {
-        name: p.detach() + scale * d
-        for (name, p), d in zip(params.items(), direction)
+        name: part.view(p.shape)
+        for (name, p), part in zip(params.items(), parts)
     }
 
 
@@ -207,7 +234,9 @@ def _evaluate_detached(residual_fn, params):
     return [r.detach() for r in residual_fn(params)]
 
 
-def auto_step_size(params, direction, difference, dtype, dir_norm=None):
+def auto_step_size(
+    params, direction, difference, dtype, dir_norm=None, theta_norm=None
+):
     """
     A step length whose displacement is ``tau * max(||theta||, 1)``.
 
@@ -215,23 +244,26 @@ def auto_step_size(params, direction, difference, dtype, dir_norm=None):
     differences (``eps`` the machine epsilon of ``dtype``), the classical
     balance between truncation and rounding error of a difference quotient.
 
-    :param dict params: ``{name: tensor}``.
+    :param dict params: ``{name: tensor}``; unused when ``theta_norm`` is
+        given.
     :param direction: The displacement direction, one tensor per parameter;
         unused when ``dir_norm`` is given.
     :type direction: list[torch.Tensor]
     :param str difference: ``"forward"`` or ``"central"``.
     :param torch.dtype dtype: The floating-point type of the computation.
     :param torch.Tensor dir_norm: ``||direction||`` if already known.
+    :param torch.Tensor theta_norm: ``||theta||`` if already known.
     :return: The step length (a 0-d tensor on the parameters' device).
     :rtype: torch.Tensor
     """
     eps = torch.finfo(dtype).eps
     tau = eps ** (0.5 if difference == "forward" else 1.0 / 3.0)
-    theta_norm = torch.sqrt(
-        sum(p.detach().pow(2).sum() for p in params.values())
-    )
+    if theta_norm is None:
+        theta_norm = torch.linalg.vector_norm(
+            flatten_parameters(params.values())
+        )
     if dir_norm is None:
-        dir_norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
+        dir_norm = torch.linalg.vector_norm(flatten_parameters(direction))
     tiny = torch.finfo(dtype).tiny
     return tau * torch.clamp(theta_norm, min=1.0) / torch.clamp(dir_norm, tiny)
 
@@ -278,13 +310,26 @@ def kernel_probe_product(
         residuals = residual_fn(params)
     if direction is None:
         direction = predictor_direction(residuals, list(params.values()), probe)
+    theta = flatten_parameters(params.values())
+    direction = flatten_parameters(direction)
     dt = step_size
     if dt == "auto":
-        dt = auto_step_size(params, direction, difference, probe[0].dtype)
-    plus = _evaluate_detached(residual_fn, displace(params, direction, dt))
+        dt = auto_step_size(
+            params,
+            None,
+            difference,
+            probe[0].dtype,
+            dir_norm=torch.linalg.vector_norm(direction),
+            theta_norm=torch.linalg.vector_norm(theta),
+        )
+    plus = _evaluate_detached(
+        residual_fn, displace(params, direction, dt, theta)
+    )
     if difference == "forward":
         return [(p - r.detach()) / dt for p, r in zip(plus, residuals)]
-    minus = _evaluate_detached(residual_fn, displace(params, direction, -dt))
+    minus = _evaluate_detached(
+        residual_fn, displace(params, direction, -dt, theta)
+    )
     return [(p - m) / (2 * dt) for p, m in zip(plus, minus)]
 
 
@@ -349,24 +394,50 @@ def parameter_space_block_traces(
     :return: Shape ``(n_blocks,)``.
     :rtype: torch.Tensor
     """
-    z = sample_probe(list(params.values()), "gaussian", generator)
+    theta = flatten_parameters(params.values())
+    z = parameter_probe(theta, generator)
     eps = step_size
     if eps == "auto":
         # a direction of norm sqrt(p) gives eps = tau max(||theta||, 1) / sqrt(p),
         # so that ||eps z|| ≈ tau max(||theta||, 1) since E||z||^2 = p; eps is
         # then independent of z, which keeps the estimator's expansion simple
-        count = sum(v.numel() for v in z)
-        root = torch.tensor(float(count), dtype=z[0].dtype, device=z[0].device)
-        eps = auto_step_size(params, z, difference, z[0].dtype, root.sqrt())
-    plus = _evaluate_detached(residual_fn, displace(params, z, eps))
+        eps = auto_step_size(
+            params,
+            None,
+            difference,
+            theta.dtype,
+            # a CPU scalar: no host-to-device copy (a GPU synchronisation)
+            dir_norm=torch.tensor(math.sqrt(theta.numel()), dtype=theta.dtype),
+            theta_norm=torch.linalg.vector_norm(theta),
+        )
+    plus = _evaluate_detached(residual_fn, displace(params, z, eps, theta))
     if difference == "forward":
         if residuals is None:
             residuals = residual_fn(params)
         base = [r.detach() for r in residuals]
-        return torch.stack(
-            [(p - r).pow(2).sum() / eps**2 for p, r in zip(plus, base)]
-        )
-    minus = _evaluate_detached(residual_fn, displace(params, z, -eps))
-    return torch.stack(
-        [(p - m).pow(2).sum() / (4 * eps**2) for p, m in zip(plus, minus)]
+        scale = eps**2
+    else:
+        base = _evaluate_detached(residual_fn, displace(params, z, -eps, theta))
+        scale = 4 * eps**2
+    squared = torch.stack([_squared_norm(p - b) for p, b in zip(plus, base)])
+    return squared / scale
+
+
+def parameter_probe(theta, generator=None):
+    """
+    The random direction ``z ~ N(0, I_p)`` of the parameter-space sketch.
+
+    :param torch.Tensor theta: The flat parameters
+        (:func:`flatten_parameters`); ``z`` has their shape, dtype and device.
+    :param torch.Generator generator: Source of randomness.
+    :return: ``z``, flat.
+    :rtype: torch.Tensor
+    """
+    return torch.randn(
+        theta.shape, generator=generator, dtype=theta.dtype, device=theta.device
     )
+
+
+def _squared_norm(tensor):
+    flat = tensor.reshape(-1)
+    return torch.dot(flat, flat)

@@ -52,7 +52,9 @@ class MovingAverage:
             self.value = torch.where(count > 0, mean, torch.nan)
             return self.value
         for sample, ok in zip(samples, finite):
-            mixed = (1.0 - self.alpha) * self.value + self.alpha * sample
+            # (1 - alpha) value + alpha sample in one operation, exact at
+            # alpha = 1
+            mixed = torch.lerp(self.value, sample, self.alpha)
             # a buffer still empty (NaN) restarts from the first finite sample
             mixed = torch.where(torch.isfinite(self.value), mixed, sample)
             self.value = torch.where(ok, mixed, self.value)

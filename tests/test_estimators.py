@@ -11,8 +11,10 @@ from pina_ntk.diagnostics import condition_calls
 from pina_ntk.estimators import (
     auto_step_size,
     exact_block_traces,
+    flatten_parameters,
     kernel_probe_product,
     parameter_space_block_traces,
+    parameter_probe,
     predictor_block_traces,
     sample_probe,
     symmetrised_kernel_sketch,
@@ -217,12 +219,7 @@ def test_parameter_space_discretisation_error_order(float64, difference, order):
             fn, params, eps, difference, gen, residuals
         )
         gen = torch.Generator().manual_seed(3)
-        z = torch.cat(
-            [
-                v.reshape(-1)
-                for v in sample_probe(list(params.values()), generator=gen)
-            ]
-        ).numpy()
+        z = parameter_probe(flatten_parameters(params.values()), gen).numpy()
         exact = [float(((rows @ z) ** 2).sum()) for rows in jac.values()]
         errors.append(float(np.abs(traces.numpy() - exact).sum()))
     slope = fitted_slope(steps, errors)
@@ -330,8 +327,15 @@ def test_auto_step_size_displaces_by_a_relative_epsilon(
     moved = math.sqrt(sum(float((step * d).pow(2).sum()) for d in direction))
     tau = torch.finfo(dtype).eps ** power
     assert moved == pytest.approx(tau * max(theta, 1.0), rel=1e-5)
-    # a known direction norm gives the same step without the direction
-    norm = torch.sqrt(sum(d.pow(2).sum() for d in direction))
+    # known norms give the same step without the tensors themselves
+    norm = torch.linalg.vector_norm(flatten_parameters(direction))
     assert torch.equal(
         auto_step_size(params, None, difference, dtype, dir_norm=norm), step
+    )
+    theta_norm = torch.linalg.vector_norm(flatten_parameters(params.values()))
+    assert torch.equal(
+        auto_step_size(
+            None, direction, difference, dtype, theta_norm=theta_norm
+        ),
+        step,
     )

@@ -64,7 +64,9 @@ print("points per step:", WaveProblem.PAPER_POINTS)
 #
 # `run_wave` below trains each PINN with the plain PINA API. For the
 # sketch-NTK PINN that is: a `PhysicsInformedSingleModelSolver` with
-# `weighting=SketchNTKWeighting(...)`, and a `pina.Trainer` with two
+# `weighting=SketchNTKWeighting(estimator="parameter")` (the predictor
+# sketch's estimates of this problem's small boundary blocks are dominated by
+# the interior's, see the README), and a `pina.Trainer` with two
 # callbacks, `NTKCallback` (computes the weights inside each step) and
 # `ResampleCallback` (fresh points every step). A few steps of it by hand:
 
@@ -82,7 +84,9 @@ demo = WaveProblem()
 discretise_conditions(demo, WaveProblem.PAPER_POINTS)
 model = ScaledMLP([0, 0], [1, 1], 1, width=32, depth=3)
 solver = PhysicsInformedSingleModelSolver(
-    demo, model, weighting=SketchNTKWeighting(alpha=1e-3)
+    demo,
+    model,
+    weighting=SketchNTKWeighting(alpha=1e-3, estimator="parameter"),
 )
 ntk = NTKCallback()
 trainer = Trainer(
