@@ -224,8 +224,9 @@ def displace(params, direction, scale, theta=None):
         theta = flatten_parameters(params.values())
     moved = theta + scale * direction
     parts = moved.split([p.numel() for p in params.values()])
+    # torch.cat promotes mixed parameter dtypes: give each its own back
     return {
-        name: part.view(p.shape)
+        name: part.view(p.shape).to(p.dtype)
         for (name, p), part in zip(params.items(), parts)
     }
 

@@ -10,6 +10,7 @@ from pina_ntk import ntk_traces
 from pina_ntk.diagnostics import condition_calls
 from pina_ntk.estimators import (
     auto_step_size,
+    displace,
     exact_block_traces,
     flatten_parameters,
     kernel_probe_product,
@@ -339,3 +340,18 @@ def test_auto_step_size_displaces_by_a_relative_epsilon(
         ),
         step,
     )
+
+
+def test_displacement_keeps_each_parameters_shape_and_dtype():
+    params = {
+        "w": torch.ones(2, 3, dtype=torch.float32),
+        "b": torch.ones(3, dtype=torch.float64),
+    }
+    theta = flatten_parameters(params.values())
+    moved = displace(params, torch.arange(9.0, dtype=theta.dtype), 0.5, theta)
+    assert [(v.shape, v.dtype) for v in moved.values()] == [
+        (p.shape, p.dtype) for p in params.values()
+    ]
+    assert moved["w"].flatten().tolist() == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
+    assert moved["b"].tolist() == [4.0, 4.5, 5.0]
+    assert torch.equal(params["w"], torch.ones(2, 3))  # untouched
