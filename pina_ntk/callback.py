@@ -112,7 +112,8 @@ class NTKCallback(Callback):
         self._generator = None
         self._seed = None
         self._invalid = None  # 0-d bool: an estimate was unusable
-        self._counts = None  # (entry counts, their tensor) of this process
+        # ((entry counts, dtype, device), counts tensor) of this process
+        self._counts = None
         self._warned_invalid = False
 
     # ------------------------------------------------------------ set-up
@@ -236,12 +237,11 @@ class NTKCallback(Callback):
         """Entry counts of this process's blocks, rebuilt only when they
         change: building the tensor on a GPU is a host-to-device copy,
         which would synchronise every step."""
-        counts = tuple(r.numel() for r in residuals)
-        if self._counts is None or self._counts[0] != counts:
-            sizes = torch.tensor(
-                counts, dtype=residuals[0].dtype, device=residuals[0].device
-            )
-            self._counts = (counts, sizes)
+        like = residuals[0]
+        key = (tuple(r.numel() for r in residuals), like.dtype, like.device)
+        if self._counts is None or self._counts[0] != key:
+            sizes = torch.tensor(key[0], dtype=like.dtype, device=like.device)
+            self._counts = (key, sizes)
         return self._counts[1]
 
     def _draw_now(self, weighting, names, params, residuals, sizes):

@@ -18,6 +18,18 @@ def check_int(name, value, minimum):
         )
 
 
+def check_bool(name, value):
+    """
+    Require ``True`` or ``False``.
+
+    :param str name: The argument's name, used in the message.
+    :param value: The value to check.
+    :raises ValueError: If the check fails.
+    """
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a bool, got {value!r}.")
+
+
 def check_choice(name, value, choices):
     """
     Require one of ``choices``.

@@ -23,7 +23,13 @@ from .estimators import (
     symmetrised_kernel_sketch,
 )
 from .safeguard import SpacedUpdateSafeguard
-from .validation import check_choice, check_int, check_positive, check_rate
+from .validation import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_rate,
+)
 
 
 def _check_step_size(value):
@@ -318,15 +324,8 @@ class SketchNTKWeighting(_KernelWeighting):
         check_choice("probe", probe, PROBES)
         check_choice("estimator", estimator, ESTIMATORS)
         check_choice("difference", difference, DIFFERENCES)
-        if not isinstance(full_kernel, bool):
-            raise ValueError(
-                f"full_kernel must be a bool, got {full_kernel!r}."
-            )
-        if not isinstance(sample_after_backward, bool):
-            raise ValueError(
-                "sample_after_backward must be a bool, got "
-                f"{sample_after_backward!r}."
-            )
+        check_bool("full_kernel", full_kernel)
+        check_bool("sample_after_backward", sample_after_backward)
         if full_kernel and estimator != "predictor":
             raise ValueError(
                 "full_kernel=True needs estimator='predictor': the "

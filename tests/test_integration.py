@@ -441,3 +441,6 @@ def test_entry_counts_are_rebuilt_only_when_they_change():
     assert callback._local_sizes([torch.ones(4), torch.ones(6)]) is first
     changed = callback._local_sizes([torch.zeros(5), torch.zeros(6)])
     assert changed.tolist() == [5.0, 6.0]
+    # same counts in another dtype (or on another device): rebuilt
+    double = callback._local_sizes([torch.zeros(5).double(), torch.zeros(6)])
+    assert double.dtype == torch.float64 and double.tolist() == [5.0, 6.0]
