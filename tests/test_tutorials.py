@@ -75,6 +75,23 @@ def test_check_reports_a_stale_notebook(tmp_path):
     assert build_notebooks.main(["--check", str(script)]) == 1
 
 
+def test_execute_keeps_a_progress_bar_as_its_final_state(tmp_path):
+    # one flushed stream output per update, as tqdm writes them
+    script = tmp_path / "demo.py"
+    script.write_text(
+        "# %%\n"
+        "import sys, time\n"
+        "for i in range(5):\n"
+        "    sys.stderr.write(f'\\rstep {i}/4'); sys.stderr.flush()\n"
+        "    time.sleep(0.05)\n"
+        "_ = sys.stderr.write('\\n')\n"
+    )
+    notebook = build_notebooks.notebook_from_script(script)
+    build_notebooks.execute(notebook, tmp_path, timeout=60)
+    [output] = notebook.cells[0].outputs
+    assert (output.name, output.text) == ("stderr", "step 4/4\n")
+
+
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.parent.name)
 def test_notebook_runs_in_quick_mode(script, tmp_path, monkeypatch):
     if script.parent.name == "qtensor":

@@ -11,7 +11,9 @@ tool turns every ``tutorials/*/*.py`` into the ``.ipynb`` next to it:
 
 Conversion is jupytext's; ``--execute`` runs the notebooks with nbclient and
 stores the outputs (the committed notebooks carry those of a full default
-run; ``PINA_NTK_QUICK=1`` selects the quick settings). ``--check`` compares
+run; ``PINA_NTK_QUICK=1`` selects the quick settings), with each cell's
+stream output coalesced as Jupyter displays it (a progress bar's updates
+become its last line). ``--check`` compares
 the cell sources of each notebook with its script, ignoring outputs. A
 plain rebuild leaves notebooks whose cells match their script untouched, so
 the outputs of their last full run survive; a changed notebook is written
@@ -106,6 +108,26 @@ def execute(notebook, folder, timeout=None):
     # notebook without images).
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     client.execute(env=env)
+    return coalesce_streams(notebook)
+
+
+def coalesce_streams(notebook):
+    """
+    Merge each cell's consecutive stream outputs and drop the text that a
+    carriage return overwrites, as a notebook front end displays them.
+
+    A progress bar writes one stream output per update; stored as they come,
+    a 10,000-step training would fill the notebook with hundreds of outputs
+    that a viewer draws on top of each other. nbconvert's preprocessor keeps
+    only what the reader would see: the bar's final state.
+
+    :param nbformat.NotebookNode notebook: The notebook (changed in place).
+    :return: The notebook.
+    :rtype: nbformat.NotebookNode
+    """
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
+    notebook, _ = CoalesceStreamsPreprocessor().preprocess(notebook, {})
     return notebook
 
 
