@@ -8,6 +8,11 @@ networks of several widths, this script measures for each weighting
 * the relative error of the sketched weights against the exact weights at
   the same parameters, along a short training run,
 
+plus two reference rows: unweighted training with only the work a sketch
+cannot avoid, done by PINA itself (one more residual evaluation; and one
+backward pass for ``J^T g``), which shows how much of a sketch's ratio is
+pina_ntk's own bookkeeping,
+
 and writes the tables, the command, the machine and the targets (predictor
 sketch at most 1.9x an unweighted step, parameter-space sketch at most
 1.45x, peak memory at most 1.3x) to a markdown file.
