@@ -78,7 +78,12 @@ from pina_ntk import (
     solver_ntk_weights,
 )
 from pina_ntk.experiments.common import make_trainer
-from pina_ntk.residuals import ResidualRecorder, batch_calls
+from pina_ntk.estimators import predictor_direction, sample_probe
+from pina_ntk.residuals import (
+    ResidualRecorder,
+    batch_calls,
+    trainable_parameters,
+)
 
 #: Configurations in table order: key, label.
 CONFIGS = (
@@ -296,14 +301,8 @@ class UnavoidableWork(Callback):
         if self._recorder is None:
             return
         residuals = self._recorder.residuals
-        params = [p for p in pl_module.parameters() if p.requires_grad]
-        torch.autograd.grad(
-            residuals,
-            params,
-            grad_outputs=[torch.randn_like(r) for r in residuals],
-            retain_graph=True,
-            allow_unused=True,
-        )
+        params = trainable_parameters(pl_module).values()
+        predictor_direction(residuals, params, sample_probe(residuals))
         self._recorder.stop()
 
     def on_after_backward(self, trainer, pl_module):

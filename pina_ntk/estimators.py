@@ -235,9 +235,7 @@ def _evaluate_detached(residual_fn, params):
     return [r.detach() for r in residual_fn(params)]
 
 
-def auto_step_size(
-    params, direction, difference, dtype, dir_norm=None, theta_norm=None
-):
+def auto_step_size(theta_norm, dir_norm, difference, dtype):
     """
     A step length whose displacement is ``tau * max(||theta||, 1)``.
 
@@ -245,26 +243,17 @@ def auto_step_size(
     differences (``eps`` the machine epsilon of ``dtype``), the classical
     balance between truncation and rounding error of a difference quotient.
 
-    :param dict params: ``{name: tensor}``; unused when ``theta_norm`` is
-        given.
-    :param direction: The displacement direction, one tensor per parameter;
-        unused when ``dir_norm`` is given.
-    :type direction: list[torch.Tensor]
+    :param torch.Tensor theta_norm: ``||theta||``, the parameters' norm.
+    :param torch.Tensor dir_norm: ``||direction||``, the displacement
+        direction's norm (a zero direction gives a finite step).
     :param str difference: ``"forward"`` or ``"central"``.
     :param torch.dtype dtype: The floating-point type of the computation.
-    :param torch.Tensor dir_norm: ``||direction||`` if already known.
-    :param torch.Tensor theta_norm: ``||theta||`` if already known.
-    :return: The step length (a 0-d tensor on the parameters' device).
+    :return: The step length ``h``, so that ``||h direction|| = tau
+        max(||theta||, 1)`` (a 0-d tensor).
     :rtype: torch.Tensor
     """
     eps = torch.finfo(dtype).eps
     tau = eps ** (0.5 if difference == "forward" else 1.0 / 3.0)
-    if theta_norm is None:
-        theta_norm = torch.linalg.vector_norm(
-            flatten_parameters(params.values())
-        )
-    if dir_norm is None:
-        dir_norm = torch.linalg.vector_norm(flatten_parameters(direction))
     tiny = torch.finfo(dtype).tiny
     return tau * torch.clamp(theta_norm, min=1.0) / torch.clamp(dir_norm, tiny)
 
@@ -316,12 +305,10 @@ def kernel_probe_product(
     dt = step_size
     if dt == "auto":
         dt = auto_step_size(
-            params,
-            None,
+            torch.linalg.vector_norm(theta),
+            torch.linalg.vector_norm(direction),
             difference,
             probe[0].dtype,
-            dir_norm=torch.linalg.vector_norm(direction),
-            theta_norm=torch.linalg.vector_norm(theta),
         )
     plus = _evaluate_detached(
         residual_fn, displace(params, direction, dt, theta)
@@ -403,13 +390,11 @@ def parameter_space_block_traces(
         # so that ||eps z|| ≈ tau max(||theta||, 1) since E||z||^2 = p; eps is
         # then independent of z, which keeps the estimator's expansion simple
         eps = auto_step_size(
-            params,
-            None,
+            torch.linalg.vector_norm(theta),
+            # a CPU scalar: no host-to-device copy (a GPU synchronisation)
+            torch.tensor(math.sqrt(theta.numel()), dtype=theta.dtype),
             difference,
             theta.dtype,
-            # a CPU scalar: no host-to-device copy (a GPU synchronisation)
-            dir_norm=torch.tensor(math.sqrt(theta.numel()), dtype=theta.dtype),
-            theta_norm=torch.linalg.vector_norm(theta),
         )
     plus = _evaluate_detached(residual_fn, displace(params, z, eps, theta))
     if difference == "forward":

@@ -323,23 +323,23 @@ def test_auto_step_size_displaces_by_a_relative_epsilon(
         torch.randn(p.shape, generator=gen, dtype=dtype)
         for p in params.values()
     ]
-    step = auto_step_size(params, direction, difference, dtype)
+    theta_norm = torch.linalg.vector_norm(flatten_parameters(params.values()))
+    dir_norm = torch.linalg.vector_norm(flatten_parameters(direction))
+    step = auto_step_size(theta_norm, dir_norm, difference, dtype)
     theta = math.sqrt(sum(float(p.pow(2).sum()) for p in params.values()))
     moved = math.sqrt(sum(float((step * d).pow(2).sum()) for d in direction))
     tau = torch.finfo(dtype).eps ** power
     assert moved == pytest.approx(tau * max(theta, 1.0), rel=1e-5)
-    # known norms give the same step without the tensors themselves
-    norm = torch.linalg.vector_norm(flatten_parameters(direction))
+    # parameters of norm below 1 are displaced by tau, not tau * ||theta||
+    small = torch.tensor(0.25, dtype=dtype)
+    one = torch.tensor(1.0, dtype=dtype)
     assert torch.equal(
-        auto_step_size(params, None, difference, dtype, dir_norm=norm), step
+        auto_step_size(small, dir_norm, difference, dtype),
+        auto_step_size(one, dir_norm, difference, dtype),
     )
-    theta_norm = torch.linalg.vector_norm(flatten_parameters(params.values()))
-    assert torch.equal(
-        auto_step_size(
-            None, direction, difference, dtype, theta_norm=theta_norm
-        ),
-        step,
-    )
+    # a zero direction gives a finite step, not a division by zero
+    zero = torch.tensor(0.0, dtype=dtype)
+    assert torch.isfinite(auto_step_size(theta_norm, zero, difference, dtype))
 
 
 def test_displacement_keeps_each_parameters_shape_and_dtype():
