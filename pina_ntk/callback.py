@@ -6,6 +6,7 @@ import warnings
 import torch
 from lightning.pytorch.callbacks import Callback
 
+from .estimators import balanced_probe_scales
 from .lightning_logging import is_logging_step, log_values
 from .moving_average import MovingAverage
 from .residuals import (
@@ -226,7 +227,10 @@ class NTKCallback(Callback):
             if deferred:
                 # finished in on_after_backward, once the graph is freed
                 prepared = weighting.prepare_sample(
-                    params, residuals, self._generator
+                    params,
+                    residuals,
+                    self._generator,
+                    self._probe_scales(weighting, sizes),
                 )
                 self._prepared = (prepared, params, sizes)
             self._update_weights(weighting, residuals, sizes)
@@ -253,11 +257,31 @@ class NTKCallback(Callback):
             self._solver, names, weighting.evaluation_chunk_size
         )
         draws = weighting.warmup_samples if self._diag is None else 1
-        samples = [
-            weighting.sample(residual_fn, params, residuals, self._generator)
-            for _ in range(draws)
-        ]
+        local_sizes = self._local_sizes(residuals)
+        samples = []
+        for _ in range(draws):
+            scales = self._probe_scales(weighting, sizes, samples, local_sizes)
+            samples.append(
+                weighting.sample(
+                    residual_fn, params, residuals, self._generator, scales
+                )
+            )
         self._fold_in(weighting, samples, sizes)
+
+    def _probe_scales(self, weighting, sizes, warm=(), local_sizes=None):
+        """The predictor probe's scales of a weighting with a balanced
+        probe (``None`` otherwise): from the moving average, or during the
+        warm start from the mean of this process's ``warm`` samples so far
+        (none before the first). Scales fixed before the probe is drawn
+        keep each sample unbiased."""
+        if not weighting.balances_probe:
+            return None
+        if self._diag is not None:
+            return balanced_probe_scales(self._diag.value * sizes, sizes)
+        if not warm:
+            return None
+        traces = torch.stack([t for t, _ in warm]).mean(dim=0)
+        return balanced_probe_scales(traces, local_sizes)
 
     def on_after_backward(self, trainer, pl_module):
         """Complete a deferred sample at the step's parameters ``theta_t``:

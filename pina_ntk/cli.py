@@ -116,6 +116,13 @@ def _add_common(parser):
         "--estimator", choices=ESTIMATORS, help="the sketch's trace estimator"
     )
     parser.add_argument(
+        "--balanced-probe",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="scale the predictor's probe by the square roots of the "
+        "current weights",
+    )
+    parser.add_argument(
         "--alpha", type=_rate, help="the sketch's moving-average rate"
     )
     parser.add_argument(

@@ -6,6 +6,7 @@ from .estimators import (
     DIFFERENCES,
     ESTIMATORS,
     PROBES,
+    balanced_probe_scales,
     exact_block_traces,
     kernel_probe_product,
     parameter_space_block_traces,
@@ -18,7 +19,7 @@ from .residuals import (
     to_device,
     trainable_parameters,
 )
-from .validation import check_choice, check_int
+from .validation import check_bool, check_choice, check_int
 from .weights import ntk_weights
 
 #: Methods of :func:`ntk_traces`.
@@ -73,6 +74,11 @@ def ntk_traces(solver, method="exact", **options):
     :param step_size: ``dt``/``eps`` or ``"auto"`` (default).
     :param str difference: ``"forward"`` (default) or ``"central"``.
     :param str probe: ``"gaussian"`` (default) or ``"rademacher"``.
+    :param bool balanced_probe: Scale the predictor's probe by the square
+        roots of the weights of the samples' running mean (none for the
+        first), as :class:`~pina_ntk.SketchNTKWeighting` does during its
+        warm start; ignored by the parameter-space estimator. Default
+        ``True``.
     :param int seed: Seed of the probes; ``None`` (default) uses the global
         generator.
     :param int chunk_size: See
@@ -80,7 +86,7 @@ def ntk_traces(solver, method="exact", **options):
     :return: ``{condition: trace}`` as 0-d tensors.
     :rtype: dict
     :raises ValueError: On an unknown ``method``/``estimator``/``probe``/
-        ``difference`` or ``samples < 1``.
+        ``difference``, ``samples < 1`` or a non-boolean ``balanced_probe``.
 
     :Example:
         >>> trainer = Trainer(solver, max_epochs=1)  # doctest: +SKIP
@@ -114,12 +120,15 @@ def solver_ntk_weights(solver, method="exact", **options):
     return dict(zip(names, weights.tolist()))
 
 
-def _check_options(method, samples, estimator, probe, difference):
+def _check_options(
+    method, samples, estimator, probe, difference, balanced_probe
+):
     check_choice("method", method, METHODS)
     check_choice("estimator", estimator, ESTIMATORS)
     check_choice("probe", probe, PROBES)
     check_choice("difference", difference, DIFFERENCES)
     check_int("samples", samples, 1)
+    check_bool("balanced_probe", balanced_probe)
 
 
 def _block_statistics(
@@ -130,11 +139,14 @@ def _block_statistics(
     step_size="auto",
     difference="forward",
     probe="gaussian",
+    balanced_probe=True,
     seed=None,
     chunk_size=1,
 ):
     """``(names, traces, sizes)`` of the solver's condition blocks."""
-    _check_options(method, samples, estimator, probe, difference)
+    _check_options(
+        method, samples, estimator, probe, difference, balanced_probe
+    )
     calls = condition_calls(solver)
     names = [name for name, _, _ in calls]
     residual_fn = replay_residual_fn(solver, calls, names)
@@ -151,7 +163,7 @@ def _block_statistics(
         seed = int(torch.randint(0, 2**62, (1,)).item())
     generator.manual_seed(seed)
     total = torch.zeros(len(names), dtype=residuals[0].dtype)
-    for _ in range(samples):
+    for drawn in range(samples):
         if estimator == "parameter":
             total = (
                 total
@@ -165,9 +177,13 @@ def _block_statistics(
                 ).cpu()
             )
             continue
-        g = sample_probe(residuals, probe, generator)
+        scales = None
+        if balanced_probe and drawn > 0:
+            # fixed before the probe is drawn: the sample stays unbiased
+            scales = balanced_probe_scales(total / drawn, sizes)
+        g = sample_probe(residuals, probe, generator, scales)
         kg = kernel_probe_product(
             residual_fn, params, g, step_size, difference, residuals
         )
-        total = total + predictor_block_traces(g, kg).cpu()
+        total = total + predictor_block_traces(g, kg, scales).cpu()
     return names, total / samples, sizes

@@ -18,6 +18,8 @@ import math
 
 import torch
 
+from .weights import ntk_weights
+
 #: Probe distributions accepted by :func:`sample_probe`.
 PROBES = ("gaussian", "rademacher")
 #: Finite-difference schemes accepted by the sketches.
@@ -26,7 +28,7 @@ DIFFERENCES = ("forward", "central")
 ESTIMATORS = ("predictor", "parameter")
 
 
-def sample_probe(like, kind="gaussian", generator=None):
+def sample_probe(like, kind="gaussian", generator=None, scales=None):
     """
     Draw one random probe vector, split into blocks shaped like ``like``.
 
@@ -36,6 +38,9 @@ def sample_probe(like, kind="gaussian", generator=None):
         (entries ``±1`` with probability 1/2). Default is ``"gaussian"``.
     :param torch.Generator generator: Source of randomness. Default is the
         global generator.
+    :param torch.Tensor scales: One positive factor ``s_c`` per block
+        (:func:`balanced_probe_scales`): block ``c`` of the probe is then
+        ``s_c g_c``. Default ``None``, no scaling.
     :return: One tensor per block of ``like``.
     :rtype: list[torch.Tensor]
     :raises ValueError: If ``kind`` is not one of :data:`PROBES`.
@@ -57,7 +62,90 @@ def sample_probe(like, kind="gaussian", generator=None):
                 0, 2, block.shape, generator=generator, device=block.device
             )
             probe.append((2 * bits - 1).to(block.dtype))
+    if scales is not None:
+        probe = [s * g for s, g in zip(scales.to(like[0]).unbind(), probe)]
     return probe
+
+
+def balanced_probe_scales(block_traces, block_sizes):
+    """
+    Probe scales that balance the blocks of the predictor sketch.
+
+    The block sketch ``g_c · (K g)_c`` contains the cross terms ``g_c^T K_cd
+    g_d``: zero in mean, but with a variance that grows with ``Tr(K_dd)``. A
+    block whose trace is orders of magnitude below another's (a boundary
+    condition next to a second-order PDE residual) is then drowned in the
+    other block's sampling noise. Scaling block ``c`` of the probe by
+    ``s_c = sqrt(w_c)``, the square root of the NTK weight
+    (:func:`~pina_ntk.weights.ntk_weights`, ``mean`` reduction) that
+    ``block_traces`` give, sketches the kernel ``S K S`` of the weighted
+    residual, whose blocks have comparable mean diagonals;
+    :func:`predictor_block_traces` divides by ``s_c^2`` again. Each sample
+    stays unbiased for any scales fixed before the probe is drawn, so
+    ``block_traces`` may be any earlier estimate.
+
+    :param torch.Tensor block_traces: Estimates of ``Tr(K_cc)``, ``(C,)``.
+    :param torch.Tensor block_sizes: Residual entries ``n_c`` per block.
+    :return: ``s_c``, ``(C,)``; ``1`` for a block whose estimate is not
+        finite and positive (and for all blocks if none is).
+    :rtype: torch.Tensor
+
+    :Example:
+        >>> balanced_probe_scales(torch.tensor([400.0, 4.0]),
+        ...                       torch.tensor([1.0, 1.0]))
+        tensor([0.7106, 7.1063])
+    """
+    usable = torch.isfinite(block_traces) & (block_traces > 0)
+    zero = torch.zeros_like(block_traces)
+    # the weight formula over the usable blocks only; the others get NaN,
+    # replaced below, so that one bad estimate cannot skew every scale
+    weights = ntk_weights(
+        torch.where(usable, block_traces, zero),
+        torch.where(usable, block_sizes.to(block_traces), zero),
+    )
+    return torch.where(usable, weights.sqrt(), torch.ones_like(weights))
+
+
+def sketch_variances(kernel, block_sizes, scales=None):
+    """
+    Exact variances of single sketches of each block trace, for a known
+    kernel and Gaussian probes: how noisy each estimator is on a problem.
+
+    With ``F_cd = ||K_cd||_F^2``, one predictor sketch ``v_c · (K v)_c /
+    s_c^2`` (``v = S g``, :func:`predictor_block_traces`) has variance
+    ``F_cc + sum_d (s_d / s_c)^2 F_cd``; a plain probe (``s = 1``) gives
+    ``F_cc + sum_d F_cd``, where a block ``d`` with a large trace swamps a
+    small block ``c``. The parameter-space sketch ``||J_c z||^2`` has
+    variance ``2 F_cc``, its own block only.
+
+    :param torch.Tensor kernel: The exact ``n × n`` kernel, rows in block
+        order (for example :func:`pina_ntk.generic.exact_kernel`).
+    :param block_sizes: Entries per block, summing to ``n``.
+    :type block_sizes: list[int] | torch.Tensor
+    :param torch.Tensor scales: The predictor probe's scales ``s_c``
+        (:func:`balanced_probe_scales`); ``None`` (default) for a plain probe.
+    :return: ``(predictor, parameter)`` variances, each ``(C,)``.
+    :rtype: tuple[torch.Tensor, torch.Tensor]
+
+    :Example:
+        >>> kernel = torch.tensor([[4.0, 1.0], [1.0, 1.0]])
+        >>> sketch_variances(kernel, [1, 1])
+        (tensor([33.,  3.]), tensor([32.,  2.]))
+    """
+    sizes = [int(n) for n in block_sizes]
+    rows = kernel.split(sizes, dim=0)
+    frobenius = torch.stack(
+        [
+            torch.stack([b.pow(2).sum() for b in r.split(sizes, dim=1)])
+            for r in rows
+        ]
+    )
+    if scales is None:
+        scales = torch.ones(len(sizes), dtype=kernel.dtype)
+    scales = scales.to(kernel)
+    ratio = (scales[None, :] / scales[:, None]) ** 2
+    diagonal = frobenius.diagonal()
+    return diagonal + (ratio * frobenius).sum(dim=1), 2.0 * diagonal
 
 
 def exact_block_traces(residuals, params, chunk_size=1):
@@ -321,31 +409,47 @@ def kernel_probe_product(
     return [(p - m) / (2 * dt) for p, m in zip(plus, minus)]
 
 
-def predictor_block_traces(probe, kernel_product):
+def predictor_block_traces(probe, kernel_product, scales=None):
     """
     Block trace sketches ``g_c · (K g)_c``, unbiased for ``Tr(K_cc)``.
 
-    :param probe: The probe ``g`` in blocks.
+    With a balanced probe ``v_c = s_c g_c`` (:func:`sample_probe` with
+    ``scales``) and ``K v``: ``v_c · (K v)_c / s_c^2``, unbiased as well.
+
+    :param probe: The probe ``g`` (or ``v``) in blocks.
     :type probe: list[torch.Tensor]
-    :param kernel_product: ``K g`` in the same blocks.
+    :param kernel_product: ``K g`` (or ``K v``) in the same blocks.
     :type kernel_product: list[torch.Tensor]
+    :param torch.Tensor scales: The probe's scales ``s_c``; ``None`` (default)
+        for an unscaled probe.
     :return: Shape ``(n_blocks,)``.
     :rtype: torch.Tensor
     """
-    return torch.stack([(g * kg).sum() for g, kg in zip(probe, kernel_product)])
+    traces = torch.stack(
+        [(g * kg).sum() for g, kg in zip(probe, kernel_product)]
+    )
+    return traces if scales is None else traces / scales.to(traces) ** 2
 
 
-def symmetrised_kernel_sketch(probe, kernel_product):
+def symmetrised_kernel_sketch(probe, kernel_product, scales=None):
     """
     The single-sample kernel estimate ``(Kg g^T + g (Kg)^T) / 2``.
 
-    :param probe: The probe ``g`` in blocks.
+    With a balanced probe ``v = S g`` (``S = diag(s_c)`` repeated over each
+    block's entries) it is ``(Kv u^T + u (Kv)^T) / 2`` with ``u = S^-2 v``,
+    unbiased since ``E[v v^T] = S^2``.
+
+    :param probe: The probe ``g`` (or ``v``) in blocks.
     :type probe: list[torch.Tensor]
-    :param kernel_product: ``K g`` in the same blocks.
+    :param kernel_product: ``K g`` (or ``K v``) in the same blocks.
     :type kernel_product: list[torch.Tensor]
+    :param torch.Tensor scales: The probe's scales ``s_c``; ``None`` (default)
+        for an unscaled probe.
     :return: An ``n × n`` symmetric matrix, ``n`` the total number of entries.
     :rtype: torch.Tensor
     """
+    if scales is not None:
+        probe = [g / s**2 for g, s in zip(probe, scales.to(probe[0]).unbind())]
     g = torch.cat([b.reshape(-1) for b in probe])
     kg = torch.cat([b.reshape(-1) for b in kernel_product])
     outer = torch.outer(kg, g)

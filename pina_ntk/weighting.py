@@ -76,6 +76,8 @@ class _KernelWeighting(BaseWeighting):
     alpha = 1.0
     warmup_samples = 1
     full_kernel = False
+    #: Whether samples take probe scales (see ``balances_probe``).
+    balances_probe = False
     #: Points per evaluation at displaced parameters (None: all at once).
     evaluation_chunk_size = None
     #: Whether a step's sample is completed after its backward pass.
@@ -122,7 +124,7 @@ class _KernelWeighting(BaseWeighting):
         """
         return True
 
-    def sample(self, residual_fn, params, residuals, generator):
+    def sample(self, residual_fn, params, residuals, generator, scales=None):
         """
         One sample of the block traces (and, if asked, of the kernel).
 
@@ -133,15 +135,17 @@ class _KernelWeighting(BaseWeighting):
         :param residuals: ``R(theta)`` blocks from the training step.
         :type residuals: list[torch.Tensor]
         :param torch.Generator generator: The probe stream.
+        :param torch.Tensor scales: Probe scales per block, see
+            :meth:`prepare_sample`.
         :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
             :attr:`full_kernel`.
         :rtype: tuple
         """
-        prepared = self.prepare_sample(params, residuals, generator)
+        prepared = self.prepare_sample(params, residuals, generator, scales)
         return self.complete_sample(residual_fn, params, prepared, generator)
 
     @abstractmethod
-    def prepare_sample(self, params, residuals, generator):
+    def prepare_sample(self, params, residuals, generator, scales=None):
         """
         The part of a sample that needs the autograd graph of ``R(theta)``.
 
@@ -149,6 +153,9 @@ class _KernelWeighting(BaseWeighting):
         :param residuals: ``R(theta)`` blocks with their graph.
         :type residuals: list[torch.Tensor]
         :param torch.Generator generator: The probe stream.
+        :param torch.Tensor scales: The predictor probe's scales per block
+            (:func:`~pina_ntk.estimators.balanced_probe_scales`); ``None``
+            for an unscaled probe. Given only when :attr:`balances_probe`.
         :return: Detached tensors for :meth:`complete_sample`.
         :rtype: dict
         """
@@ -218,7 +225,7 @@ class NTKWeighting(_KernelWeighting):
         """:param int step: The step. :rtype: bool"""
         return step % self.update_every_n_steps == 0
 
-    def prepare_sample(self, params, residuals, generator):
+    def prepare_sample(self, params, residuals, generator, scales=None):
         """Exact block traces (they need the graph); see
         :meth:`_KernelWeighting.prepare_sample`."""
         traces = exact_block_traces(
@@ -270,6 +277,18 @@ class SketchNTKWeighting(_KernelWeighting):
     :param bool full_kernel: Also keep the moving average of the full
         ``n × n`` kernel sketch ``(Kg g^T + g (Kg)^T)/2`` (predictor only;
         the point set must not change between steps). Default ``False``.
+    :param bool balanced_probe: Scale each condition's block of the
+        predictor's probe by the square root of its current NTK weight and
+        divide its sketch by the weight again
+        (:func:`~pina_ntk.estimators.balanced_probe_scales`). Every sample
+        stays unbiased, and a condition whose trace is far below another's
+        is no longer drowned in that condition's sampling noise (the cross
+        terms ``g_c^T K_cd g_d``): recommended whenever the weights span
+        orders of magnitude, as between a second-order PDE residual and its
+        boundary conditions. The scales come from the moving average (during
+        the warm start, from the samples drawn so far). Predictor only;
+        the parameter-space estimator ignores it. Default ``True``;
+        ``False`` is Algorithm 2 as published.
     :param safeguard: As in :class:`NTKWeighting`. Default ``"default"``.
     :param tuple weight_bounds: As in :class:`NTKWeighting`.
     :param int seed: Seed of the probe stream; ``None`` draws one from
@@ -313,6 +332,7 @@ class SketchNTKWeighting(_KernelWeighting):
         estimator="predictor",
         difference="forward",
         full_kernel=False,
+        balanced_probe=True,
         safeguard="default",
         weight_bounds=(1e-6, 1e6),
         seed=None,
@@ -325,6 +345,7 @@ class SketchNTKWeighting(_KernelWeighting):
         check_choice("estimator", estimator, ESTIMATORS)
         check_choice("difference", difference, DIFFERENCES)
         check_bool("full_kernel", full_kernel)
+        check_bool("balanced_probe", balanced_probe)
         check_bool("sample_after_backward", sample_after_backward)
         if full_kernel and estimator != "predictor":
             raise ValueError(
@@ -343,20 +364,25 @@ class SketchNTKWeighting(_KernelWeighting):
         self.estimator = estimator
         self.difference = difference
         self.full_kernel = full_kernel
+        self.balanced_probe = balanced_probe
+        # the parameter-space estimator has no probe over the residual
+        self.balances_probe = balanced_probe and estimator == "predictor"
         self.seed = seed
         self.sample_after_backward = sample_after_backward
         self.evaluation_chunk_size = evaluation_chunk_size
 
-    def prepare_sample(self, params, residuals, generator):
+    def prepare_sample(self, params, residuals, generator, scales=None):
         """
-        Predictor: the probe ``g`` and the direction ``J^T g`` (one backward
-        pass through the retained graph). Parameter-space: nothing but the
-        residual values. See :meth:`_KernelWeighting.prepare_sample`.
+        Predictor: the probe ``g`` (scaled by ``scales`` if given) and the
+        direction ``J^T g`` (one backward pass through the retained graph).
+        Parameter-space: nothing but the residual values. See
+        :meth:`_KernelWeighting.prepare_sample`.
         """
         prepared = {"residuals": [r.detach() for r in residuals]}
         if self.estimator == "predictor":
-            probe = sample_probe(residuals, self.probe, generator)
+            probe = sample_probe(residuals, self.probe, generator, scales)
             prepared["probe"] = probe
+            prepared["scales"] = scales
             prepared["direction"] = predictor_direction(
                 residuals, list(params.values()), probe
             )
@@ -387,8 +413,9 @@ class SketchNTKWeighting(_KernelWeighting):
             prepared["residuals"],
             prepared["direction"],
         )
-        traces = predictor_block_traces(probe, product)
+        scales = prepared["scales"]
+        traces = predictor_block_traces(probe, product, scales)
         kernel = None
         if self.full_kernel:
-            kernel = symmetrised_kernel_sketch(probe, product)
+            kernel = symmetrised_kernel_sketch(probe, product, scales)
         return traces, kernel

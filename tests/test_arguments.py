@@ -40,6 +40,7 @@ from conftest import make_solver, make_trainer, mlp
         ({"probe": "uniform"}, "probe"),
         ({"full_kernel": "yes"}, "full_kernel"),
         ({"full_kernel": True, "estimator": "parameter"}, "full_kernel"),
+        ({"balanced_probe": "yes"}, "balanced_probe"),
         ({"safeguard": 3.0}, "safeguard"),
         ({"weight_bounds": (1.0, 0.5)}, "weight_bounds"),
         ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),
@@ -101,6 +102,7 @@ def test_probe_kind():
         ({"method": "sketch", "estimator": "x"}, "estimator"),
         ({"method": "sketch", "difference": "x"}, "difference"),
         ({"method": "sketch", "probe": "x"}, "probe"),
+        ({"method": "sketch", "balanced_probe": 1}, "balanced_probe"),
     ],
 )
 def test_ntk_traces_arguments(kwargs, argument):

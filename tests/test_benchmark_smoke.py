@@ -22,6 +22,7 @@ WEIGHTING_LABELS = (
     "exact `NTKWeighting`, every 5 steps",
     "predictor sketch, forward difference",
     "predictor sketch, central difference",
+    "predictor sketch, `balanced_probe=False`",
     "parameter-space sketch",
     "predictor sketch, forward, `sample_after_backward=False`",
     "parameter-space sketch, `sample_after_backward=False`",
@@ -30,7 +31,7 @@ WEIGHTING_LABELS = (
     "*reference: unweighted + one more residual evaluation and one "
     "`Jᵀg` backward*",
 )
-ACCURACY_LABELS = WEIGHTING_LABELS[3:6]
+ACCURACY_LABELS = WEIGHTING_LABELS[3:7]
 QUICK_NETWORKS = ("3×20", "3×40")
 
 
@@ -125,3 +126,35 @@ def test_report_states_command_machine_and_method(quick_report):
     assert re.search(r"\d+ logical CPUs", quick_report)
     assert re.search(r"torch 2\.\d+", quick_report)
     assert "profile_memory=True" in quick_report or "cuda" in quick_report
+
+
+def test_probe_variance_quick(capsys):
+    import importlib.util
+
+    path = os.path.join(ROOT, "benchmarks", "probe_variance.py")
+    spec = importlib.util.spec_from_file_location("probe_variance", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--quick", "--steps", "1", "--threads", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = table_rows(out, "| steps |")
+    assert [row[1] for row in rows] == [
+        "pde",
+        "initial_value",
+        "initial_velocity",
+        "left",
+        "right",
+    ]
+    for row in rows:
+        trace, weight, plain, balanced, parameter = map(as_number, row[3:])
+        assert trace > 0 and weight > 0
+        # ||K_cc||_F <= Tr(K_cc) for a PSD block: at most sqrt(2)
+        assert 0 < parameter <= math.sqrt(2) + 1e-9
+        # the plain probe adds every cross term, the balanced one reweighs
+        # them; both include the block's own term ||K_cc||_F^2
+        assert plain >= parameter / math.sqrt(2) - 1e-9
+        assert balanced >= parameter / math.sqrt(2) - 1e-9
+    # the boundary blocks, far smaller than the interior, are where the
+    # balanced probe pays off (tiny seeded network: 3-17 against 1.1-1.3)
+    for row in rows[1:]:
+        assert as_number(row[6]) < 0.5 * as_number(row[5])

@@ -100,6 +100,7 @@ def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch):
         (["qtensor", "--points", "initial=0"], "argument --points"),
         (["qtensor", "--fem-degree", "3"], "argument --fem-degree"),
         (["wave", "--quick", "--full-size"], "not allowed with"),
+        (["wave", "--balanced-probe", "yes"], "unrecognized arguments"),
         (["heat"], "invalid choice"),
         ([], "required"),
     ],
@@ -124,6 +125,9 @@ def test_presets_and_overrides():
     assert _settings(args, parser).steps > 1000
     args = parser.parse_args(["qtensor", "--weighting", "sketch", "sketch"])
     assert _settings(args, parser).weightings == ("sketch",)
+    assert _settings(args, parser).balanced_probe  # the default
+    args = parser.parse_args(["wave", "--no-balanced-probe"])
+    assert not _settings(args, parser).balanced_probe
 
 
 def test_module_entry_point_reports_errors_without_traceback():
@@ -205,6 +209,11 @@ def test_relative_l2_and_weighting_choices():
     sketch = make_weighting("sketch", settings)
     assert isinstance(sketch, SketchNTKWeighting)
     assert (sketch.warmup_samples, sketch.estimator) == (7, "parameter")
+    assert sketch.balanced_probe and not sketch.balances_probe
+    settings = WaveSettings(estimator="predictor", balanced_probe=False)
+    assert not make_weighting("sketch", settings).balances_probe
+    settings = WaveSettings(estimator="predictor")
+    assert make_weighting("sketch", settings).balances_probe
     with pytest.raises(ValueError, match="weighting"):
         make_weighting("uniform", settings)
 
@@ -235,6 +244,7 @@ def test_director_picture_is_the_eigen_decomposition():
         ({"weightings": ("none", "ntk")}, "weightings"),
         ({"weightings": ()}, "weightings"),
         ({"estimator": "hutchinson"}, "estimator"),
+        ({"balanced_probe": "yes"}, "balanced_probe"),
         ({"safeguard": "off"}, "safeguard"),
         ({"points": {"interior": 10}}, "points"),
         ({"points": {"pde": 0}}, "points"),

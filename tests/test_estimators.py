@@ -10,6 +10,7 @@ from pina_ntk import ntk_traces
 from pina_ntk.diagnostics import condition_calls
 from pina_ntk.estimators import (
     auto_step_size,
+    balanced_probe_scales,
     displace,
     exact_block_traces,
     flatten_parameters,
@@ -18,9 +19,11 @@ from pina_ntk.estimators import (
     parameter_probe,
     predictor_block_traces,
     sample_probe,
+    sketch_variances,
     symmetrised_kernel_sketch,
 )
 from pina_ntk.residuals import replay_residual_fn, trainable_parameters
+from pina_ntk.weights import ntk_weights
 
 from conftest import make_solver, make_trainer
 from reference import block_traces, jacobian_blocks, kernel
@@ -108,12 +111,18 @@ def test_derivative_only_condition_ignores_output_bias(float64):
 
 
 # --------------------------------------------------------------- sketches
-def hutchinson_variances(K, slices, probe):
-    """Exact variance of ``g_c^T (K g)_c`` for each block."""
+def hutchinson_variances(K, slices, probe, scales=None):
+    """Exact variance of ``g_c^T (K g)_c`` for each block; with ``scales``
+    (``{name: s_c}``) of ``v_c^T (K v)_c / s_c^2``, ``v = S g``."""
+    diag = np.ones(K.shape[0])
+    for name, sl in slices.items():
+        diag[sl] = 1.0 if scales is None else scales[name]
     out = {}
     for name, sl in slices.items():
         proj = np.zeros_like(K)
-        proj[sl, :] = K[sl, :]
+        proj[sl, :] = (diag[:, None] * K * diag[None, :])[sl, :] / diag[sl][
+            0
+        ] ** 2
         sym = 0.5 * (proj + proj.T)
         frob = float((sym**2).sum())
         if probe == "gaussian":
@@ -124,21 +133,36 @@ def hutchinson_variances(K, slices, probe):
 
 
 @pytest.mark.parametrize(
-    "estimator,probe",
+    "estimator,probe,balanced",
     [
-        ("predictor", "gaussian"),
-        ("predictor", "rademacher"),
-        ("parameter", None),
+        ("predictor", "gaussian", False),
+        ("predictor", "rademacher", False),
+        ("predictor", "gaussian", True),
+        ("parameter", None, False),
     ],
 )
 def test_sketch_mean_matches_exact_within_its_standard_error(
-    float64, estimator, probe
+    float64, estimator, probe, balanced
 ):
     solver = ready_solver("wave", n=10, width=12)
     blocks = jacobian_blocks(solver)
     K, slices = kernel(blocks)
     exact = block_traces(blocks)
-    if estimator == "predictor":
+    if balanced:
+        # each sample's scales come from the mean of the earlier ones (none
+        # for the first); on this problem they stay near the exact scales,
+        # so bound every sample's variance by the larger of the plain and
+        # the exactly balanced one
+        sizes = torch.tensor([s.stop - s.start for s in slices.values()])
+        scales = balanced_probe_scales(
+            torch.tensor(list(exact.values())), sizes
+        )
+        plain = hutchinson_variances(K, slices, probe)
+        even = hutchinson_variances(
+            K, slices, probe, dict(zip(slices, scales.tolist()))
+        )
+        variances = {n: max(plain[n], even[n]) for n in slices}
+    elif estimator == "predictor":
         variances = hutchinson_variances(K, slices, probe)
     else:  # ||J_c z||^2 with z ~ N(0, I): variance 2 ||K_cc||_F^2
         variances = {
@@ -151,6 +175,7 @@ def test_sketch_mean_matches_exact_within_its_standard_error(
         samples=samples,
         estimator=estimator,
         probe=probe or "gaussian",
+        balanced_probe=balanced,
         seed=1234,
     )
     for name, value in exact.items():
@@ -161,7 +186,8 @@ def test_sketch_mean_matches_exact_within_its_standard_error(
         )
 
 
-def test_symmetrised_kernel_sketch_is_unbiased(float64):
+@pytest.mark.parametrize("scales", [None, (3.0, 0.5)])
+def test_symmetrised_kernel_sketch_is_unbiased(float64, scales):
     torch.manual_seed(0)
     J = torch.randn(5, 3)
     K = J @ J.T
@@ -170,16 +196,102 @@ def test_symmetrised_kernel_sketch_is_unbiased(float64):
     gen = torch.Generator().manual_seed(0)
     total, samples = torch.zeros(5, 5), 4000
     sq = torch.zeros(5, 5)
+    if scales is not None:
+        scales = torch.tensor(scales)
     for _ in range(samples):
-        g = sample_probe([torch.zeros(2), torch.zeros(3)], generator=gen)
+        g = sample_probe(
+            [torch.zeros(2), torch.zeros(3)], generator=gen, scales=scales
+        )
         kg = kernel_probe_product(fn, params, g, step_size=1.0)
-        sketch = symmetrised_kernel_sketch(g, kg)
+        sketch = symmetrised_kernel_sketch(g, kg, scales)
         total += sketch
         sq += sketch**2
     mean = total / samples
     standard_error = ((sq / samples - mean**2) / samples).sqrt()
     assert torch.all((mean - K).abs() <= 4.5 * standard_error + 1e-12)
     assert torch.allclose(sketch, sketch.T)
+
+
+def test_balanced_probe_scales_are_square_roots_of_the_weights():
+    traces = torch.tensor([400.0, 4.0, 30.0])
+    sizes = torch.tensor([4, 1, 3])
+    expected = ntk_weights(traces, sizes).sqrt()
+    assert torch.allclose(balanced_probe_scales(traces, sizes), expected)
+    # equal mean diagonals: no scaling
+    uniform = balanced_probe_scales(
+        torch.tensor([8.0, 2.0]), torch.tensor([4, 1])
+    )
+    assert torch.allclose(uniform, torch.ones(2))
+    # an unusable estimate gets 1, the others are formed without it
+    bad = torch.tensor([400.0, float("nan"), 30.0])
+    got = balanced_probe_scales(bad, sizes)
+    keep = torch.tensor([0, 2])
+    assert got[1] == 1.0
+    assert torch.allclose(
+        got[keep], ntk_weights(traces[keep], sizes[keep]).sqrt()
+    )
+    assert torch.equal(
+        balanced_probe_scales(torch.tensor([-1.0, 0.0]), torch.tensor([1, 1])),
+        torch.ones(2),
+    )
+
+
+@pytest.mark.parametrize("scales", [None, (0.5, 4.0, 1.5)])
+def test_sketch_variances_match_the_quadratic_form_variances(float64, scales):
+    torch.manual_seed(2)
+    J = (
+        torch.randn(9, 6)
+        * torch.tensor([5.0] * 3 + [1.0] * 4 + [0.2] * 2)[:, None]
+    )
+    K = J @ J.T
+    slices = {"a": slice(0, 3), "b": slice(3, 7), "c": slice(7, 9)}
+    named = None if scales is None else dict(zip(slices, scales))
+    expected = hutchinson_variances(K.numpy(), slices, "gaussian", named)
+    if scales is not None:
+        scales = torch.tensor(scales)
+    predictor, parameter = sketch_variances(K, [3, 4, 2], scales)
+    assert predictor.tolist() == pytest.approx(list(expected.values()))
+    own = [2.0 * float((K[s, s] ** 2).sum()) for s in slices.values()]
+    assert parameter.tolist() == pytest.approx(own)
+
+
+def test_balanced_sketch_is_unbiased_and_tames_a_small_block(float64):
+    # A linear residual (K g exact at any step size) with one block 30 times
+    # the scale of the other, as a second-order PDE residual beside its
+    # boundary conditions: with a plain probe the cross terms g_1^T K_12 g_2
+    # swamp the small block's sketch; a balanced probe evens them out.
+    torch.manual_seed(0)
+    J = torch.randn(25, 12)
+    J[:20] *= 30.0
+    fn = lambda p: [J[:20] @ p["theta"], J[20:] @ p["theta"]]  # noqa: E731
+    params = {"theta": torch.zeros(12, requires_grad=True)}
+    K = (J @ J.T).numpy()
+    slices = {"big": slice(0, 20), "small": slice(20, 25)}
+    exact = torch.tensor([float(np.trace(K[s, s])) for s in slices.values()])
+    scales = balanced_probe_scales(exact, torch.tensor([20, 5]))
+    plain = hutchinson_variances(K, slices, "gaussian")
+    balanced = hutchinson_variances(
+        K, slices, "gaussian", dict(zip(slices, scales.tolist()))
+    )
+    assert balanced["small"] < 0.01 * plain["small"]  # worth having
+    residuals = fn(params)
+    gen = torch.Generator().manual_seed(99)
+    samples = 400
+    draws = []
+    for _ in range(samples):
+        v = sample_probe(residuals, generator=gen, scales=scales)
+        kv = kernel_probe_product(fn, params, v, 1.0, "forward", residuals)
+        draws.append(predictor_block_traces(v, kv, scales))
+    draws = torch.stack(draws)
+    for index, name in enumerate(slices):
+        standard_error = math.sqrt(balanced[name] / samples)
+        assert standard_error < 0.25 * exact[index]  # the check is not vacuous
+        mean = float(draws[:, index].mean())
+        assert abs(mean - exact[index]) <= 4.0 * standard_error
+        # the sample variance matches the exact one (the spread of a sample
+        # variance of Gaussian quadratic forms at 400 draws: a 40% band)
+        variance = float(draws[:, index].var())
+        assert variance == pytest.approx(balanced[name], rel=0.4)
 
 
 @pytest.mark.parametrize("difference,order", [("forward", 1), ("central", 2)])

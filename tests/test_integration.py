@@ -48,6 +48,9 @@ WEIGHTINGS = {
     "predictor-same-step": lambda: SketchNTKWeighting(
         alpha=0.2, warmup_samples=4, sample_after_backward=False
     ),
+    "predictor-plain-probe": lambda: SketchNTKWeighting(
+        alpha=0.2, warmup_samples=4, balanced_probe=False
+    ),
 }
 
 
@@ -243,8 +246,15 @@ def run_with_history(
         lambda: SketchNTKWeighting(
             alpha=0.3, warmup_samples=3, seed=5, full_kernel=True
         ),
+        lambda: SketchNTKWeighting(
+            alpha=0.3,
+            warmup_samples=3,
+            seed=5,
+            full_kernel=True,
+            balanced_probe=False,
+        ),
     ],
-    ids=["exact", "predictor", "parameter", "full-kernel"],
+    ids=["exact", "predictor", "parameter", "full-kernel", "plain-probe"],
 )
 def test_checkpoint_resume_continues_with_identical_weights(
     tmp_path, weighting
@@ -370,6 +380,85 @@ def test_samples_are_taken_at_the_steps_own_parameters(estimator, deferred):
             assert torch.equal(value, snapshot)  # theta_t, not theta_t+1
 
 
+class ScaleSpy(SketchNTKWeighting):
+    """Records the probe scales of every sample, and its trace sketch."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.drawn = []  # (step, scales, traces or None until completed)
+
+    def prepare_sample(self, params, residuals, generator, scales=None):
+        prepared = super().prepare_sample(params, residuals, generator, scales)
+        copy = None if scales is None else scales.clone()
+        self.drawn.append([self._callback.step, copy, None])
+        return prepared
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        self.drawn[-1][2] = traces.clone()
+        return traces, kernel
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_balanced_probe_scales_follow_the_running_estimate(deferred):
+    from pina_ntk.estimators import balanced_probe_scales
+
+    class DiagHistory(lightning.Callback):
+        def __init__(self):
+            self.values = []
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, i):
+            self.values.append(ntk_callback(trainer)._diag.value.clone())
+
+    history = DiagHistory()
+    weighting = ScaleSpy(
+        alpha=0.5,
+        warmup_samples=3,
+        balanced_probe=True,
+        sample_after_backward=deferred,
+    )
+    solver = make_solver("wave", weighting=weighting)
+    make_trainer(solver, steps=4, callbacks=[history]).train()
+    sizes = ntk_callback(solver.trainer)._counts[1]
+    warm, later = weighting.drawn[:3], weighting.drawn[3:]
+    assert [step for step, _, _ in warm] == [0, 0, 0]
+    # the warm start: unscaled first probe, then the running mean's scales
+    assert warm[0][1] is None
+    for index in (1, 2):
+        mean = torch.stack([t for _, _, t in warm[:index]]).mean(dim=0)
+        assert torch.equal(warm[index][1], balanced_probe_scales(mean, sizes))
+    # afterwards: the moving average as it stood when the probe was drawn,
+    # that is after the previous step (deferred) or after the warm start
+    # and previous steps (same-step sampling)
+    assert len(later) == (4 if deferred else 3)
+    for step, scales, _ in later:
+        if deferred and step == 0:
+            mean = torch.stack([t for _, _, t in warm]).mean(dim=0)
+            expected = balanced_probe_scales(mean, sizes)
+        else:
+            expected = balanced_probe_scales(
+                history.values[step - 1] * sizes, sizes
+            )
+        assert torch.allclose(scales, expected, rtol=1e-6)
+    # the weights differ between conditions, so the scales do too
+    assert not torch.allclose(later[-1][1], torch.ones_like(later[-1][1]))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"balanced_probe": False}, {"estimator": "parameter"}],
+    ids=["plain-probe", "parameter"],
+)
+def test_probe_scales_only_for_a_balanced_predictor(options):
+    weighting = ScaleSpy(alpha=0.5, warmup_samples=3, **options)
+    solver = make_solver("wave", weighting=weighting)
+    make_trainer(solver, steps=3).train()
+    assert len(weighting.drawn) == 3 + 3  # warm start, then one per step
+    assert all(scales is None for _, scales, _ in weighting.drawn)
+
+
 class TraceHistory(lightning.Callback):
     """The trace estimates behind each training step's weights."""
 
@@ -385,7 +474,9 @@ def test_deferred_samples_enter_the_next_steps_weights(estimator):
     # With the parameters frozen (lr = 0) and alpha = 1 the trace estimates
     # behind the weights are the last sample, and step t draws the same
     # probes in both modes (after step 0's warm start), so the deferred
-    # estimates of step t + 1 are the same-step estimates of step t.
+    # estimates of step t + 1 are the same-step estimates of step t. Plain
+    # probes: balanced ones take their scales from the running estimate,
+    # which the deferral shifts by one step.
     from pina.optim import TorchOptimizer
 
     def traces(deferred):
@@ -395,6 +486,7 @@ def test_deferred_samples_enter_the_next_steps_weights(estimator):
             estimator=estimator,
             seed=3,
             safeguard=None,
+            balanced_probe=False,
             sample_after_backward=deferred,
         )
         problem = make_problem("wave")

@@ -24,6 +24,7 @@ from pina.solver import PhysicsInformedSingleModelSolver
 from ..callback import NTKCallback
 from ..resampling import ResampleCallback, discretise_conditions
 from ..validation import (
+    check_bool,
     check_choice,
     check_int,
     check_positive,
@@ -175,6 +176,7 @@ def make_weighting(kind, settings):
         alpha=settings.alpha,
         warmup_samples=settings.warmup_samples,
         estimator=settings.estimator,
+        balanced_probe=settings.balanced_probe,
         safeguard=safeguard,
         seed=settings.seed,
         evaluation_chunk_size=None,
@@ -262,6 +264,9 @@ class ExperimentSettings:
         ``sketch``.
     :param str estimator: The sketch's trace estimator, ``predictor`` or
         ``parameter``.
+    :param bool balanced_probe: Scale the predictor's probe by the square
+        roots of the current weights (``SketchNTKWeighting(balanced_probe=
+        ...)``); predictor only. Default ``True``.
     :param float alpha: The sketch's moving-average rate.
     :param int warmup_samples: Sketches averaged for the warm start.
     :param int exact_every: Steps between exact NTK recomputations.
@@ -291,6 +296,7 @@ class ExperimentSettings:
     resample_every: int = 1
     weightings: tuple = WEIGHTINGS
     estimator: str = "parameter"
+    balanced_probe: bool = True
     alpha: float = 1e-3
     warmup_samples: int = 32
     exact_every: int = 250
@@ -328,6 +334,7 @@ class ExperimentSettings:
         for name in self.weightings:
             check_choice("weightings", name, WEIGHTINGS)
         check_choice("estimator", self.estimator, ESTIMATORS)
+        check_bool("balanced_probe", self.balanced_probe)
         check_choice("safeguard", self.safeguard, SAFEGUARDS)
 
     @classmethod

@@ -1,0 +1,164 @@
+"""How noisy each trace sketch is on the wave tutorial's kernel.
+
+Trains the wave tutorial's unweighted PINN (the defaults of
+:class:`pina_ntk.experiments.wave.WaveSettings`: 64 random Fourier features
+into a 3×128 tanh MLP, the paper's point counts drawn afresh every step) for
+each ``--steps`` value, computes the exact NTK on the last draw of points
+(:func:`pina_ntk.generic.exact_kernel`, one backward pass per residual
+entry) and prints, per condition, the exact trace, the exact weight and the
+relative standard deviation ``sqrt(Var) / Tr(K_cc)`` of *one* sketch of the
+block trace (:func:`pina_ntk.estimators.sketch_variances`, exact for
+Gaussian probes):
+
+* the predictor sketch with a plain probe (Algorithm 2 verbatim,
+  ``balanced_probe=False``),
+* the predictor sketch with a balanced probe, its scales taken from the
+  exact traces (:func:`pina_ntk.estimators.balanced_probe_scales`),
+* the parameter-space sketch.
+
+A moving average of rate ``alpha`` divides these by about
+``sqrt((2 - alpha) / alpha)`` (45 for ``alpha = 1e-3``) once it has run for
+``1/alpha`` steps; a warm start of ``N`` samples divides them by
+``sqrt(N)``.
+
+:Example:
+    Full run (about a minute on 2 cores)::
+
+        python benchmarks/probe_variance.py
+
+    Smoke run (seconds)::
+
+        python benchmarks/probe_variance.py --quick
+"""
+
+import argparse
+import time
+
+import torch
+
+from pina_ntk.diagnostics import condition_calls
+from pina_ntk.estimators import balanced_probe_scales, sketch_variances
+from pina_ntk.experiments.common import train_pinn
+from pina_ntk.experiments.wave import WaveSettings
+from pina_ntk.generic import exact_kernel
+from pina_ntk.problems import WaveProblem
+from pina_ntk.residuals import replay_residual_fn, trainable_parameters
+from pina_ntk.weights import ntk_weights
+
+
+def kernel_statistics(steps, seed, quick):
+    """
+    Exact traces, weights and single-sketch relative standard deviations
+    after ``steps`` unweighted training steps.
+
+    :param int steps: Adam steps of the unweighted PINN.
+    :param int seed: Seed of the network, the points and the training.
+    :param bool quick: The tutorial's quick settings (tiny network).
+    :return: One dict per condition.
+    :rtype: list[dict]
+    """
+    overrides = dict(steps=steps, weightings=("none",), seed=seed)
+    settings = (
+        WaveSettings.quick(**overrides) if quick else WaveSettings(**overrides)
+    )
+    solver = train_pinn(WaveProblem(), "none", settings).solver
+    calls = condition_calls(solver)
+    names = [name for name, _, _ in calls]
+    residual_fn = replay_residual_fn(solver, calls, names)
+    params = trainable_parameters(solver)
+    sizes = torch.tensor([r.numel() for r in residual_fn(params)])
+    kernel = exact_kernel(residual_fn, params).double()
+    traces = torch.stack(
+        [block.diagonal().sum() for block in _diagonal_blocks(kernel, sizes)]
+    )
+    scales = balanced_probe_scales(traces, sizes)
+    plain, parameter = sketch_variances(kernel, sizes)
+    balanced, _ = sketch_variances(kernel, sizes, scales)
+    weights = ntk_weights(traces, sizes)
+    return [
+        dict(
+            steps=steps,
+            condition=name,
+            entries=int(sizes[c]),
+            trace=float(traces[c]),
+            weight=float(weights[c]),
+            plain=float(plain[c].sqrt() / traces[c]),
+            balanced=float(balanced[c].sqrt() / traces[c]),
+            parameter=float(parameter[c].sqrt() / traces[c]),
+        )
+        for c, name in enumerate(names)
+    ]
+
+
+def _diagonal_blocks(kernel, sizes):
+    starts = torch.cumsum(sizes, 0) - sizes
+    return [
+        kernel[s : s + n, s : s + n] for s, n in zip(starts.tolist(), sizes)
+    ]
+
+
+def render(rows):
+    """
+    The markdown table of :func:`kernel_statistics` rows.
+
+    :param list rows: The rows.
+    :return: The table.
+    :rtype: str
+    """
+    lines = [
+        "| steps | condition | entries | Tr(K_cc) | exact weight | "
+        "plain predictor | balanced predictor | parameter-space |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['steps']} | {r['condition']} | {r['entries']} | "
+            f"{r['trace']:.3e} | {r['weight']:.3g} | {r['plain']:.2f} | "
+            f"{r['balanced']:.2f} | {r['parameter']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """
+    Run the study and print the table.
+
+    :param list argv: Arguments (default ``sys.argv[1:]``).
+    :return: The exit status.
+    :rtype: int
+    """
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="+",
+        default=[1, 2000],
+        help="unweighted training steps before each measurement "
+        "(default: 1 2000)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="default: 0")
+    parser.add_argument(
+        "--threads", type=int, default=2, help="torch threads (default: 2)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny network, seconds"
+    )
+    args = parser.parse_args(argv)
+    if any(s < 1 for s in args.steps):
+        parser.error("argument --steps: every value must be at least 1")
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    rows = []
+    for steps in args.steps:
+        rows += kernel_statistics(steps, args.seed, args.quick)
+    print(
+        "Relative standard deviation sqrt(Var)/Tr(K_cc) of one sketch of "
+        "each block trace (Gaussian probes, exact):\n"
+    )
+    print(render(rows))
+    print(f"\n{time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
