@@ -249,9 +249,10 @@ class SketchNTKWeighting(_KernelWeighting):
 
     * ``"predictor"`` (Algorithm 2): a predictor step ``theta^ = theta + dt
       grad R g`` with probe ``g`` gives ``K g ≈ (R(theta^) - R(theta))/dt``
-      and the unbiased block sketches ``g_c · (K g)_c``. Reuses the
-      training step's residual: one extra backward and one extra forward
-      (two forwards with ``difference="central"``).
+      and the unbiased block sketches ``g_c · (K g)_c`` (by default with a
+      balanced probe, see ``balanced_probe``). Reuses the training step's
+      residual: one extra backward and one extra forward (two forwards with
+      ``difference="central"``).
     * ``"parameter"`` (Theorem *alternative-ntk-approximation*):
       ``||R_c(theta + eps z) - R_c(theta)||^2 / eps^2`` with ``z ~ N(0, I)``:
       one extra forward, no backward; traces only.
