@@ -69,7 +69,7 @@ def kernel_statistics(steps, seed, quick):
     sizes = torch.tensor([r.numel() for r in residual_fn(params)])
     kernel = exact_kernel(residual_fn, params).double()
     traces = torch.stack(
-        [block.diagonal().sum() for block in _diagonal_blocks(kernel, sizes)]
+        [d.sum() for d in kernel.diagonal().split(sizes.tolist())]
     )
     scales = balanced_probe_scales(traces, sizes)
     plain, parameter = sketch_variances(kernel, sizes)
@@ -87,13 +87,6 @@ def kernel_statistics(steps, seed, quick):
             parameter=float(parameter[c].sqrt() / traces[c]),
         )
         for c, name in enumerate(names)
-    ]
-
-
-def _diagonal_blocks(kernel, sizes):
-    starts = torch.cumsum(sizes, 0) - sizes
-    return [
-        kernel[s : s + n, s : s + n] for s, n in zip(starts.tolist(), sizes)
     ]
 
 

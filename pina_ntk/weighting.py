@@ -366,11 +366,20 @@ class SketchNTKWeighting(_KernelWeighting):
         self.difference = difference
         self.full_kernel = full_kernel
         self.balanced_probe = balanced_probe
-        # the parameter-space estimator has no probe over the residual
-        self.balances_probe = balanced_probe and estimator == "predictor"
         self.seed = seed
         self.sample_after_backward = sample_after_backward
         self.evaluation_chunk_size = evaluation_chunk_size
+
+    @property
+    def balances_probe(self):
+        """
+        Whether samples take probe scales: ``balanced_probe`` with the
+        predictor (the parameter-space estimator has no probe over the
+        residual).
+
+        :rtype: bool
+        """
+        return self.balanced_probe and self.estimator == "predictor"
 
     def prepare_sample(self, params, residuals, generator, scales=None):
         """
