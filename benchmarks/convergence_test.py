@@ -17,9 +17,10 @@ one step per epoch) with exact NTK weights recomputed at every step
 ``safeguard=None``, because the library's default spaced-update safeguard
 would reject some updates and the paper's Algorithm 1 has none. PINA
 minimises ``sum_c w_c mean(R_c^2) = 2 G``, so the learning rate ``lr`` is the
-paper's ``eta = 2 lr``. :class:`~pina_ntk.diagnostics_callback.
-NTKDiagnosticsCallback` records the exact kernel eigenvalues, weights and the
-time averages of Theorems 1 and 2 at every step.
+paper's ``eta = 2 lr``.
+:class:`~pina_ntk.integration.diagnostics_callback.NTKDiagnosticsCallback`
+records the exact kernel eigenvalues, weights and the time averages of
+Theorems 1 and 2 at every step.
 
 Outputs (in ``--output-dir``): ``loss_components.png``, ``weights.png``,
 ``eigenvalues.png``, ``time_averages.png``, ``diagnostics.png`` (the
@@ -59,9 +60,13 @@ from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKCallback, NTKWeighting
-from pina_ntk.diagnostics_callback import NTKDiagnosticsCallback
-from pina_ntk.experiments.common import make_trainer
-from pina_ntk.plotting import loglog_slope, plot_diagnostics, reference_line
+from pina_ntk.integration.diagnostics_callback import NTKDiagnosticsCallback
+from pina_ntk.paper.experiments.training import make_trainer
+from pina_ntk.paper.figures import (
+    loglog_slope,
+    plot_diagnostics,
+    reference_line,
+)
 
 #: Full settings (the committed figures) and the quick smoke-test settings.
 FULL = {"steps": 1000, "lr": 5e-5}
@@ -188,7 +193,7 @@ def paper_weights(history):
     The paper's per-entry weights ``lambda_c = Tr K / Tr K_cc``.
 
     PINA's condition weights are ``w_c = lambda_c n_c / n`` (mean reduction,
-    :mod:`pina_ntk.weights`); both are returned for the comparison.
+    :mod:`pina_ntk.core.weights`); both are returned for the comparison.
 
     :param dict history: The diagnostics history.
     :return: ``(from_weights, from_kernel)``: ``{name: array}`` from the

@@ -1,19 +1,20 @@
 """How noisy each trace sketch is on the wave tutorial's kernel.
 
 Trains the wave tutorial's unweighted PINN (the defaults of
-:class:`pina_ntk.experiments.wave.WaveSettings`: 64 random Fourier features
-into a 3×128 tanh MLP, the paper's point counts drawn afresh every step) for
-each ``--steps`` value, computes the exact NTK on the last draw of points
-(:func:`pina_ntk.generic.exact_kernel`, one backward pass per residual
-entry) and prints, per condition, the exact trace, the exact weight and the
-relative standard deviation ``sqrt(Var) / Tr(K_cc)`` of *one* sketch of the
-block trace (:func:`pina_ntk.estimators.sketch_variances`, exact for
-Gaussian probes):
+:class:`pina_ntk.paper.experiments.wave.WaveSettings`: 64 random Fourier
+features into a 3×128 tanh MLP, the paper's point counts drawn afresh every
+step) for each ``--steps`` value, computes the exact NTK on the last draw of
+points (:func:`pina_ntk.core.residual_functions.exact_kernel`, one backward
+pass per residual entry) and prints, per condition, the exact trace, the
+exact weight and the relative standard deviation ``sqrt(Var) / Tr(K_cc)`` of
+*one* sketch of the block trace
+(:func:`pina_ntk.core.estimators.sketch_variances`, exact for Gaussian
+probes):
 
 * the predictor sketch with a plain probe (Algorithm 2 verbatim,
   ``balanced_probe=False``),
 * the predictor sketch with a balanced probe, its scales taken from the
-  exact traces (:func:`pina_ntk.estimators.balanced_probe_scales`),
+  exact traces (:func:`pina_ntk.core.estimators.balanced_probe_scales`),
 * the parameter-space sketch.
 
 A moving average of rate ``alpha`` divides these by about
@@ -32,18 +33,27 @@ A moving average of rate ``alpha`` divides these by about
 """
 
 import argparse
+import os
+import sys
 import time
 
 import torch
 
-from pina_ntk.diagnostics import condition_calls
-from pina_ntk.estimators import balanced_probe_scales, sketch_variances
-from pina_ntk.experiments.common import train_pinn
-from pina_ntk.experiments.wave import WaveSettings
-from pina_ntk.generic import exact_kernel
-from pina_ntk.problems import WaveProblem
-from pina_ntk.residuals import replay_residual_fn, trainable_parameters
-from pina_ntk.weights import ntk_weights
+from pina_ntk.core.estimators import balanced_probe_scales, sketch_variances
+from pina_ntk.core.residual_functions import exact_kernel
+from pina_ntk.core.weights import ntk_weights
+from pina_ntk.integration.diagnostics import condition_calls
+from pina_ntk.integration.pina_adapter import trainable_parameters
+from pina_ntk.integration.recording import replay_residual_fn
+from pina_ntk.paper.experiments.training import train_pinn
+from pina_ntk.paper.experiments.wave import WaveSettings
+from pina_ntk.paper.problems import WaveProblem
+
+# The shared harness lies next to this file, also when it is imported by
+# path (as the smoke test does) rather than run as a script.
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import markdown_table  # noqa: E402
 
 
 def kernel_statistics(steps, seed, quick):
@@ -98,17 +108,30 @@ def render(rows):
     :return: The table.
     :rtype: str
     """
-    lines = [
-        "| steps | condition | entries | Tr(K_cc) | exact weight | "
-        "plain predictor | balanced predictor | parameter-space |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+    header = [
+        "steps",
+        "condition",
+        "entries",
+        "Tr(K_cc)",
+        "exact weight",
+        "plain predictor",
+        "balanced predictor",
+        "parameter-space",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['steps']} | {r['condition']} | {r['entries']} | "
-            f"{r['trace']:.3e} | {r['weight']:.3g} | {r['plain']:.2f} | "
-            f"{r['balanced']:.2f} | {r['parameter']:.2f} |"
-        )
+    cells = [
+        [
+            r["steps"],
+            r["condition"],
+            r["entries"],
+            f"{r['trace']:.3e}",
+            f"{r['weight']:.3g}",
+            f"{r['plain']:.2f}",
+            f"{r['balanced']:.2f}",
+            f"{r['parameter']:.2f}",
+        ]
+        for r in rows
+    ]
+    lines = markdown_table(header, "rlrrrrrr", cells)
     return "\n".join(lines)
 
 

@@ -8,14 +8,16 @@ variance, ``sigma^2 = 1/sqrt(2)`` (``sigma ≈ 0.841``), and expose it as
 
 Model: ``R(theta)_i = (theta ⊙ theta) · (1, x_i, x_i^2) - y_i`` with
 ``theta ∈ R^3``, written as a plain residual function of a parameter vector
-(:func:`pina_ntk.generic.vector_residual_fn`). The exact kernel comes from
-the closed-form Jacobian ``grad R(theta)_{ji} = 2 theta_j u(x_i)_j`` and is
-checked against :func:`pina_ntk.generic.exact_kernel` (autograd).
+(:func:`pina_ntk.core.residual_functions.vector_residual_fn`). The exact
+kernel comes from the closed-form Jacobian ``grad R(theta)_{ji} = 2 theta_j
+u(x_i)_j`` and is checked against
+:func:`pina_ntk.core.residual_functions.exact_kernel` (autograd).
 
 Sketches: Algorithm 2 through the library's
-:func:`~pina_ntk.estimators.kernel_probe_product` (Gaussian probes, central
-difference) and :func:`~pina_ntk.estimators.symmetrised_kernel_sketch`; the
-traces with :func:`~pina_ntk.estimators.predictor_block_traces`. ``R`` is
+:func:`~pina_ntk.core.estimators.kernel_probe_product` (Gaussian probes,
+central difference) and
+:func:`~pina_ntk.core.estimators.symmetrised_kernel_sketch`; the traces with
+:func:`~pina_ntk.core.estimators.predictor_block_traces`. ``R`` is
 quadratic in ``theta``, so the central difference ``(R(theta + dt v) -
 R(theta - dt v)) / (2 dt)`` equals ``J v`` exactly (the second-order terms
 cancel and there is no third-order term): the sketches have no
@@ -63,15 +65,15 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
-from pina_ntk.estimators import (
+from pina_ntk.core.estimators import (
     kernel_probe_product,
     predictor_block_traces,
     sample_probe,
     symmetrised_kernel_sketch,
 )
-from pina_ntk.generic import exact_kernel, vector_residual_fn
-from pina_ntk.moving_average import MovingAverage
-from pina_ntk.plotting import loglog_slope, reference_line
+from pina_ntk.core.residual_functions import exact_kernel, vector_residual_fn
+from pina_ntk.core.moving_average import MovingAverage
+from pina_ntk.paper.figures import loglog_slope, reference_line
 
 DTYPE = torch.float64
 #: The paper's coefficients of (1, x, x^2): sqrt(2), e, pi.

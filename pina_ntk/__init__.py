@@ -1,6 +1,19 @@
 """Neural-tangent-kernel loss weights for PINA, exact and sketched.
 
-Public API:
+The package has three layers, one per subpackage; data flows upwards only
+(see ``docs/architecture.md``):
+
+* :mod:`pina_ntk.core`: the mathematics, on tensors and residual functions,
+  with torch alone: trace estimators, the weight formula, the moving
+  average, the spaced-update safeguard, argument checks;
+* :mod:`pina_ntk.integration`: the adapters to PINA and Lightning: the two
+  weightings, the callback and its kernel-statistics state, residual
+  recording, diagnostics, resampling;
+* :mod:`pina_ntk.paper`: the paper's application: problems, the
+  finite-element reference, the experiments, the ``pina-ntk`` command and
+  its figures.
+
+Public API (importable from ``pina_ntk`` itself):
 
 * :class:`NTKWeighting`, :class:`SketchNTKWeighting`: pass as
   ``weighting=...`` to a PINA single-model solver;
@@ -13,28 +26,38 @@ Public API:
 * :func:`vector_residual_fn`, :func:`module_residual_fn`,
   :func:`exact_kernel`: the estimators on plain residual functions.
 
-The mathematics lives in :mod:`pina_ntk.estimators`, :mod:`pina_ntk.weights`,
-:mod:`pina_ntk.moving_average` and :mod:`pina_ntk.safeguard`, as functions
-of residual functions and tensors usable without PINA.
+The names are resolved on first use, so ``import pina_ntk.core`` imports
+torch and nothing of PINA or Lightning.
 """
 
-from .callback import NTKCallback
-from .diagnostics import ntk_traces, solver_ntk_weights
-from .diagnostics_callback import NTKDiagnosticsCallback
-from .generic import exact_kernel, module_residual_fn, vector_residual_fn
-from .safeguard import SpacedUpdateSafeguard
-from .weighting import NTKWeighting, SketchNTKWeighting
+import importlib
 
-__all__ = [
-    "NTKWeighting",
-    "SketchNTKWeighting",
-    "NTKCallback",
-    "SpacedUpdateSafeguard",
-    "ntk_traces",
-    "solver_ntk_weights",
-    "NTKDiagnosticsCallback",
-    "exact_kernel",
-    "vector_residual_fn",
-    "module_residual_fn",
-]
+#: Where each public name is defined: ``{name: module}``.
+_EXPORTS = {
+    "NTKWeighting": "pina_ntk.integration.ntk_weighting",
+    "SketchNTKWeighting": "pina_ntk.integration.sketch_ntk_weighting",
+    "NTKCallback": "pina_ntk.integration.callback",
+    "SpacedUpdateSafeguard": "pina_ntk.core.safeguard",
+    "ntk_traces": "pina_ntk.integration.diagnostics",
+    "solver_ntk_weights": "pina_ntk.integration.diagnostics",
+    "NTKDiagnosticsCallback": "pina_ntk.integration.diagnostics_callback",
+    "exact_kernel": "pina_ntk.core.residual_functions",
+    "vector_residual_fn": "pina_ntk.core.residual_functions",
+    "module_residual_fn": "pina_ntk.core.residual_functions",
+}
+
+__all__ = list(_EXPORTS)
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # PEP 562: the public names load their layer on first access only.
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'pina_ntk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

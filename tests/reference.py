@@ -8,7 +8,7 @@ the kernel ``K = J J^T`` is formed in float64 with NumPy.
 import numpy as np
 import torch
 
-from pina_ntk.diagnostics import condition_calls
+from pina_ntk.integration.diagnostics import condition_calls
 
 
 def jacobian_blocks(solver):

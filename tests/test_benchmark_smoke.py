@@ -1,8 +1,12 @@
-"""Smoke test of ``benchmarks/overhead.py --quick``.
+"""Smoke tests of the benchmark scripts in quick mode.
 
-It checks that the benchmark runs end to end and writes every row with
-finite, positive measurements. It does not check the timing or memory
-targets: those depend on the machine and belong to the benchmark itself.
+``benchmarks/overhead.py --quick`` (the full report) and each study on its
+own (``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py``) run end
+to end and write every row with finite, positive measurements;
+``probe_variance.py --quick`` runs in-process. They do not check the timing
+or memory targets: those depend on the machine and belong to the benchmark
+itself. (``convergence_test.py`` and ``quadratic_predictor.py`` are run by
+``test_reproduction.py``.)
 """
 
 import math
@@ -14,7 +18,8 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "benchmarks", "overhead.py")
+BENCHMARKS = os.path.join(ROOT, "benchmarks")
+METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
 #: Row labels of the time-and-memory table, per network.
 WEIGHTING_LABELS = (
     "unweighted (PINA default)",
@@ -54,11 +59,23 @@ def as_number(cell):
     return float(cell.rstrip("×").replace(",", ""))
 
 
-@pytest.fixture(scope="module")
-def quick_report(tmp_path_factory):
-    output = tmp_path_factory.mktemp("bench") / "benchmarks.md"
+def on_cpu(report):
+    """Whether a report was measured on the CPU."""
+    return "device `cpu`" in report
+
+
+def run_script(name, tmp_path_factory, *flags):
+    """Run ``benchmarks/<name>`` with ``--quick``; return its report."""
+    output = tmp_path_factory.mktemp("bench") / "report.md"
     completed = subprocess.run(
-        [sys.executable, SCRIPT, "--quick", "--output", str(output)],
+        [
+            sys.executable,
+            os.path.join(BENCHMARKS, name),
+            "--quick",
+            *flags,
+            "--output",
+            str(output),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -67,32 +84,41 @@ def quick_report(tmp_path_factory):
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     document = output.read_text(encoding="utf-8")
-    # the table printed to stdout is the file's content
+    # the report printed to stdout is the file's content
     assert document.strip() in completed.stdout
     return document
 
 
-def test_time_and_memory_table_has_every_row_with_positive_numbers(
-    quick_report,
-):
-    rows = table_rows(quick_report, "| network | weighting |")
+@pytest.fixture(scope="module")
+def quick_report(tmp_path_factory):
+    return run_script("overhead.py", tmp_path_factory)
+
+
+def check_weighting_rows(rows, networks, time=True, memory=True):
+    """Every network and weighting once, with finite positive numbers."""
     seen = {(row[0].split(" ")[0], row[1]) for row in rows}
-    expected = {(n, w) for n in QUICK_NETWORKS for w in WEIGHTING_LABELS}
+    expected = {(n, w) for n in networks for w in WEIGHTING_LABELS}
     assert seen == expected
     assert len(rows) == len(expected)
     for row in rows:
-        low, high = (as_number(part) for part in row[4].split("–"))
-        numbers = [as_number(c) for c in (row[2], row[3], row[5], row[6])]
-        numbers += [low, high]
+        assert len(row) == 2 + 3 * time + 2 * memory, row
+        numbers = []
+        if time:
+            low, high = (as_number(part) for part in row[4].split("–"))
+            numbers += [as_number(row[2]), as_number(row[3]), low, high]
+            assert low <= as_number(row[3]) <= high, row
+        if memory:
+            numbers += [as_number(c) for c in row[-2:]]
         assert all(math.isfinite(x) and x > 0 for x in numbers), row
-        assert low <= as_number(row[3]) <= high, row
         if row[1] == WEIGHTING_LABELS[0]:
-            assert as_number(row[3]) == 1.0 and as_number(row[6]) == 1.0
+            assert not time or as_number(row[3]) == 1.0
+            assert not memory or as_number(row[-1]) == 1.0
 
 
-def test_targets_table_checks_both_networks(quick_report):
-    rows = table_rows(quick_report, "| network | quantity |")
-    assert {row[0] for row in rows} == set(QUICK_NETWORKS)
+def check_target_rows(rows, networks, quantities):
+    """Each network's targets, with verdicts matching the numbers."""
+    assert {row[0] for row in rows} == set(networks)
+    assert {row[1].split(",")[0] for row in rows} == set(quantities)
     for row in rows:
         assert math.isfinite(as_number(row[2])) and as_number(row[2]) > 0
         assert row[4] in ("pass", "**fail**")
@@ -102,12 +128,12 @@ def test_targets_table_checks_both_networks(quick_report):
         if row[1].startswith("time"):
             reference = as_number(row[5])
             assert math.isfinite(reference) and reference > 0
-        else:
+        elif len(row) > 5:
             assert row[5] == "—"
 
 
-def test_accuracy_table_has_finite_errors_for_each_estimator(quick_report):
-    rows = table_rows(quick_report, "| estimator | step")
+def check_accuracy_rows(rows):
+    """Each sketch's weight errors, and the exact weights' own change."""
     drift_label = "*for scale: exact weights' own change since step 0*"
     assert [row[0] for row in rows] == [*ACCURACY_LABELS, drift_label]
     for row in rows:
@@ -121,6 +147,24 @@ def test_accuracy_table_has_finite_errors_for_each_estimator(quick_report):
     assert all(as_number(row[1]) > 0 for row in rows[:-1])
 
 
+def test_time_and_memory_table_has_every_row_with_positive_numbers(
+    quick_report,
+):
+    rows = table_rows(quick_report, "| network | weighting |")
+    check_weighting_rows(rows, QUICK_NETWORKS)
+
+
+def test_targets_table_checks_both_networks(quick_report):
+    rows = table_rows(quick_report, "| network | quantity |")
+    check_target_rows(rows, QUICK_NETWORKS, ("time", "memory"))
+    assert all(len(row) == 6 for row in rows)
+
+
+def test_accuracy_table_has_finite_errors_for_each_estimator(quick_report):
+    rows = table_rows(quick_report, "| estimator | step")
+    check_accuracy_rows(rows)
+
+
 def test_report_states_command_machine_and_method(quick_report):
     assert "python benchmarks/overhead.py --quick --output" in quick_report
     assert re.search(r"\d+ logical CPUs", quick_report)
@@ -128,10 +172,67 @@ def test_report_states_command_machine_and_method(quick_report):
     assert "profile_memory=True" in quick_report or "cuda" in quick_report
 
 
+def test_report_links_to_sections_of_the_method_page(quick_report):
+    with open(METHOD_DOC, encoding="utf-8") as handle:
+        method = handle.read()
+    anchors = {
+        re.sub(r"[^\w\- ]", "", line.lstrip("#").strip().lower()).replace(
+            " ", "-"
+        )
+        for line in method.splitlines()
+        if line.startswith("#")
+    }
+    links = re.findall(
+        r"\(([^()\s]*benchmark-method\.md)(#[\w-]+)?\)", quick_report
+    )
+    assert links
+    for _, anchor in links:
+        assert not anchor or anchor[1:] in anchors, anchor
+
+
+def test_step_time_alone(tmp_path_factory):
+    report = run_script("step_time.py", tmp_path_factory, "--widths", "20")
+    assert "python benchmarks/step_time.py --quick --widths 20" in report
+    rows = table_rows(report, "| network | weighting |")
+    check_weighting_rows(rows, QUICK_NETWORKS[:1], memory=False)
+    rows = table_rows(report, "| network | quantity |")
+    check_target_rows(rows, QUICK_NETWORKS[:1], ("time",))
+
+
+def test_peak_memory_alone(tmp_path_factory, quick_report):
+    report = run_script("peak_memory.py", tmp_path_factory, "--widths", "20")
+    assert "python benchmarks/peak_memory.py --quick --widths 20" in report
+    assert "profile_memory=True" in report or "cuda" in report
+    rows = table_rows(report, "| network | weighting |")
+    check_weighting_rows(rows, QUICK_NETWORKS[:1], time=False)
+    # CPU tensor allocations are deterministic: the same peaks as the
+    # memory columns of the full report, measured after the timing runs there
+    if on_cpu(report) and on_cpu(quick_report):
+        full = table_rows(quick_report, "| network | weighting |")
+        assert [row[:2] + row[-2:] for row in rows] == [
+            row[:2] + row[-2:] for row in full[: len(rows)]
+        ]
+    rows = table_rows(report, "| network | quantity |")
+    check_target_rows(rows, QUICK_NETWORKS[:1], ("memory",))
+    assert all(len(row) == 5 for row in rows)
+
+
+def test_sketch_accuracy_alone(tmp_path_factory, quick_report):
+    report = run_script("sketch_accuracy.py", tmp_path_factory)
+    rows = table_rows(report, "| estimator | step")
+    check_accuracy_rows(rows)
+    # seeded single-threaded CPU runs: the same errors and weights as in
+    # the full report
+    if on_cpu(report) and on_cpu(quick_report):
+        assert rows == table_rows(quick_report, "| estimator | step")
+        weights = "| estimator | `"
+        assert table_rows(report, weights) == table_rows(quick_report, weights)
+
+
 def test_probe_variance_quick(capsys):
     import importlib.util
 
-    path = os.path.join(ROOT, "benchmarks", "probe_variance.py")
+    path = os.path.join(BENCHMARKS, "probe_variance.py")
     spec = importlib.util.spec_from_file_location("probe_variance", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -19,7 +19,7 @@
 # come from the sketched NTK traces (fresh points at every step, as in the
 # paper) with [PINA](https://github.com/mathLab/PINA), and compare both
 # with a finite-element solution computed with scikit-fem
-# (`pina_ntk.reference`, needs `pip install pina-ntk[fem]`).
+# (`pina_ntk.paper.reference`, needs `pip install pina-ntk[fem]`).
 #
 # The same experiment runs from a shell with `pina-ntk qtensor`. Set
 # `PINA_NTK_QUICK=1` to run this notebook in seconds with tiny settings.
@@ -28,15 +28,15 @@
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from pina_ntk.experiments.common import quick_mode
-from pina_ntk.experiments.qtensor import (
+from pina_ntk.paper.experiments.settings import quick_mode
+from pina_ntk.paper.experiments.qtensor import (
     QTensorSettings,
     fem_reference,
     plot_directors,
     plot_losses,
     run_qtensor,
 )
-from pina_ntk.problems import QTensorProblem
+from pina_ntk.paper.problems import QTensorProblem
 
 settings = QTensorSettings.quick() if quick_mode() else QTensorSettings()
 settings

@@ -32,14 +32,14 @@
 import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
-from pina_ntk.experiments.common import quick_mode
-from pina_ntk.experiments.wave import (
+from pina_ntk.paper.experiments.settings import quick_mode
+from pina_ntk.paper.experiments.wave import (
     WaveSettings,
     plot_solutions,
     plot_weights,
     run_wave,
 )
-from pina_ntk.problems import WaveProblem
+from pina_ntk.paper.problems import WaveProblem
 
 settings = WaveSettings.quick() if quick_mode() else WaveSettings()
 settings
@@ -76,8 +76,11 @@ from pina import Trainer
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKCallback, SketchNTKWeighting
-from pina_ntk.experiments.common import ScaledMLP
-from pina_ntk.resampling import ResampleCallback, discretise_conditions
+from pina_ntk.paper.experiments.models import ScaledMLP
+from pina_ntk.integration.resampling import (
+    ResampleCallback,
+    discretise_conditions,
+)
 
 torch.manual_seed(0)
 demo = WaveProblem()

@@ -1,0 +1,307 @@
+"""Accuracy of the sketched NTK loss weights along PINA training runs.
+
+On PINA's ``AcousticWaveProblem`` with a tanh network, trains one run per
+sketch estimator and seed (safeguard off, so the weights are the
+estimator's own) and compares, at chosen steps, the weights the sketch used
+with the exact weights at the parameters of that step of the same run; the
+exact weights' own change since step 0 is given for scale. Runs in one
+fresh single-threaded worker process. ``docs/benchmark-method.md``
+describes the method; ``overhead.py`` runs this study with the step-time
+and memory studies.
+
+:Example:
+    Smoke run::
+
+        python benchmarks/sketch_accuracy.py --quick
+
+    Full run (prints the report; ``--output`` writes it)::
+
+        python benchmarks/sketch_accuracy.py --output /tmp/accuracy.md
+"""
+
+import gc
+import statistics
+
+from lightning.pytorch.callbacks import Callback
+
+import harness
+import configurations
+from pina_ntk import solver_ntk_weights
+
+#: The settings this study takes as flags.
+SETTINGS = (
+    "threads",
+    "depth",
+    "points",
+    "accuracy_width",
+    "accuracy_checkpoints",
+    "accuracy_seeds",
+    "seed",
+)
+#: The worker job of the study.
+JOB = "sketch_accuracy:run_accuracy"
+#: Sketch estimators compared with the exact weights.
+ACCURACY_KEYS = configurations.SKETCH_KEYS
+#: Label of the row giving the exact weights' own change.
+DRIFT_LABEL = "*for scale: exact weights' own change since step 0*"
+
+
+class ExactReference(Callback):
+    """
+    At chosen steps: the exact weights at the parameters of that step
+    (before its update) and the weights the sketch used in that same step.
+
+    :param checkpoints: Step indices, from 0.
+    :type checkpoints: list[int]
+    :param ntk_callback: The run's :class:`~pina_ntk.NTKCallback`.
+    """
+
+    def __init__(self, checkpoints, ntk_callback):
+        super().__init__()
+        self.checkpoints = set(checkpoints)
+        self.ntk_callback = ntk_callback
+        self.step = 0
+        self.exact = {}
+        self.sketch = {}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        """Exact weights at ``theta_t`` on checkpoint steps."""
+        if self.step in self.checkpoints:
+            # With one full batch per step the solver's stored points are
+            # the step's points, and the optimiser has not moved theta_t.
+            self.exact[self.step] = solver_ntk_weights(pl_module, "exact")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        """The sketch's weights of the same step."""
+        if self.step in self.checkpoints:
+            self.sketch[self.step] = dict(self.ntk_callback.weights)
+        self.step += 1
+
+
+def run_accuracy(task):
+    """
+    Sketched against exact weights along training runs, one per estimator
+    and seed (seeds ``seed, seed + 1, ...``: points, network and probes); a
+    worker job.
+
+    The safeguard is off so that the weights are the estimator's own.
+
+    :param dict task: The worker task (``width`` is the accuracy width).
+    :return: ``{key: [{"exact": {step: weights}, "sketch": {...}}, ...]}``,
+        one record per seed.
+    :rtype: dict
+    """
+    checkpoints = task["accuracy_checkpoints"]
+    result = {key: [] for key in ACCURACY_KEYS}
+    for offset in range(task["accuracy_seeds"]):
+        seeded = dict(task, seed=task["seed"] + offset)
+        for key in ACCURACY_KEYS:
+            solver, callbacks = configurations.build_solver(
+                seeded, key, safeguard=None
+            )
+            reference = ExactReference(checkpoints, callbacks[0])
+            steps = max(checkpoints) + 1
+            configurations.train(seeded, solver, steps, [reference] + callbacks)
+            result[key].append(
+                {
+                    "exact": {str(t): w for t, w in reference.exact.items()},
+                    "sketch": {str(t): w for t, w in reference.sketch.items()},
+                }
+            )
+            del solver, callbacks, reference
+            gc.collect()
+    return result
+
+
+def weight_error(estimate, reference):
+    """
+    ``max_c |estimate_c - reference_c| / reference_c``.
+
+    :param dict estimate: ``{condition: weight}``.
+    :param dict reference: ``{condition: weight}``, same conditions.
+    :rtype: float
+    """
+    return max(
+        abs(estimate[c] - reference[c]) / reference[c] for c in reference
+    )
+
+
+def summarise_accuracy(accuracy):
+    """
+    Relative weight errors of each estimator, per checkpoint and seed.
+
+    :param dict accuracy: The accuracy worker's result.
+    :return: ``{key: {step: [error per seed]}}`` with ``step`` an int.
+    :rtype: dict
+    """
+    errors = {}
+    for key, records in accuracy.items():
+        errors[key] = {}
+        for record in records:
+            for step, exact in record["exact"].items():
+                error = weight_error(record["sketch"][step], exact)
+                errors[key].setdefault(int(step), []).append(error)
+    return errors
+
+
+def exact_drift(accuracy, key=ACCURACY_KEYS[0]):
+    """
+    How far the exact weights move from step 0 along the runs of ``key``:
+    ``max_c |w_exact(t) - w_exact(0)| / w_exact(0)``.
+
+    :param dict accuracy: The accuracy worker's result.
+    :param str key: The runs whose exact weights are used.
+    :return: ``{step: [change per seed]}`` with ``step`` an int.
+    :rtype: dict
+    """
+    drift = {}
+    for record in accuracy[key]:
+        exact = {int(t): w for t, w in record["exact"].items()}
+        start = exact[min(exact)]
+        for step, weights in exact.items():
+            drift.setdefault(step, []).append(weight_error(weights, start))
+    return drift
+
+
+def settings_line(settings):
+    """
+    The report's line on this study's settings.
+
+    :param dict settings: The resolved settings.
+    :return: The line (markdown, no bullet).
+    :rtype: str
+    """
+    steps = ", ".join(map(str, settings["accuracy_checkpoints"]))
+    return (
+        f"Accuracy: {settings['depth']}×{settings['accuracy_width']} "
+        f"network, {settings['accuracy_seeds']} seed(s) from "
+        f"{settings['seed']}, safeguard off, compared at steps {steps}"
+    )
+
+
+def section(accuracy, settings, output):
+    """
+    The accuracy section of a report.
+
+    :param dict accuracy: The accuracy worker's result.
+    :param dict settings: The resolved settings.
+    :param output: The report's path (for the method link), or ``None``.
+    :type output: str or None
+    :return: The section's lines.
+    :rtype: list[str]
+    """
+    checkpoints = settings["accuracy_checkpoints"]
+    rows = []
+    labelled = [
+        (configurations.config_label(key, settings), errors)
+        for key, errors in summarise_accuracy(accuracy).items()
+    ]
+    labelled.append((DRIFT_LABEL, exact_drift(accuracy)))
+    for label, values in labelled:
+        cells = [
+            harness.fmt(100 * statistics.median(values[c]), 1)
+            for c in checkpoints
+        ]
+        largest = max(max(per_seed) for per_seed in values.values())
+        cells.append(harness.fmt(100 * largest, 1))
+        rows.append([label, *cells])
+    first_seed = {key: runs[0] for key, runs in accuracy.items()}
+    last = str(checkpoints[-1])
+    names = list(first_seed[ACCURACY_KEYS[0]]["exact"][last])
+    weight_rows = []
+    for key in ACCURACY_KEYS:
+        record = first_seed[key]
+        exact = [harness.fmt(record["exact"][last][n], 3) for n in names]
+        sketch = [harness.fmt(record["sketch"][last][n], 3) for n in names]
+        weight_rows.append(
+            [configurations.config_label(key, settings), *exact, *sketch]
+        )
+    link = harness.method_link(output, "accuracy-of-the-sketched-weights")
+    return [
+        "## Accuracy of the sketched weights",
+        "",
+        "Max over conditions of |w_sketch − w_exact| / w_exact in percent, "
+        "median over seeds; last column: largest value over steps and "
+        f"seeds; [method]({link}).",
+        "",
+        *harness.markdown_table(
+            ["estimator", *(f"step {c}" for c in checkpoints), "max"],
+            "l" + "r" * (len(checkpoints) + 1),
+            rows,
+        ),
+        "",
+        f"Weights at step {last}, seed {settings['seed']} (each run has its "
+        "own exact reference):",
+        "",
+        *harness.markdown_table(
+            [
+                "estimator",
+                *(f"`{n}` exact" for n in names),
+                *(f"`{n}` sketch" for n in names),
+            ],
+            "l" + "r" * (2 * len(names)),
+            weight_rows,
+        ),
+        "",
+    ]
+
+
+def measure(settings, workdir, log):
+    """
+    The accuracy runs, in one fresh worker.
+
+    :param dict settings: The resolved settings.
+    :param str workdir: A directory for the worker's result file.
+    :param log: ``log(message)`` reports progress.
+    :return: ``{"accuracy": worker result, "threads": int}``.
+    :rtype: dict
+    """
+    task = dict(settings, jobs=[JOB], width=settings["accuracy_width"], round=0)
+    envelope = harness.run_worker(task, workdir)
+    log("accuracy done")
+    return {
+        "accuracy": envelope["results"][JOB],
+        "threads": envelope["threads"],
+    }
+
+
+def render(results, settings, run):
+    """
+    The study's report.
+
+    :param dict results: From :func:`measure`.
+    :param dict settings: The resolved settings.
+    :param dict run: See :func:`harness.report_header`.
+    :return: The markdown document.
+    :rtype: str
+    """
+    lines = harness.report_header(
+        "Benchmark: accuracy of the sketched NTK loss weights in PINA",
+        run,
+        settings,
+        [configurations.problem_line(settings), settings_line(settings)],
+    )
+    lines += ["", *section(results["accuracy"], settings, run["output"])]
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    """
+    Run the study and print (and with ``--output`` write) the report.
+
+    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
+    :return: The process exit code.
+    :rtype: int
+    """
+    return harness.study_main(
+        argv,
+        "sketch_accuracy.py",
+        __doc__.split("\n\n")[0],
+        SETTINGS,
+        measure,
+        render,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

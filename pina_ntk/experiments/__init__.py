@@ -1,1 +1,0 @@
-"""Experiments shared by the command line and the tutorials."""

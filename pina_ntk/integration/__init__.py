@@ -1,0 +1,44 @@
+"""The adapters of the NTK weights to PINA and Lightning.
+
+* :mod:`~pina_ntk.integration.kernel_weighting`: the PINA weighting
+  interface and its contract with the callback;
+  :mod:`~pina_ntk.integration.ntk_weighting` and
+  :mod:`~pina_ntk.integration.sketch_ntk_weighting`: the two weightings;
+* :mod:`~pina_ntk.integration.kernel_statistics`: the statistics of a run
+  (warm start, buffers, probe scales, safeguard, distributed sums), one
+  state object;
+* :mod:`~pina_ntk.integration.callback`: the Lightning hooks that feed and
+  checkpoint it;
+* :mod:`~pina_ntk.integration.recording`: a solver's residual blocks as a
+  residual function;
+* :mod:`~pina_ntk.integration.pina_adapter`: the only reads of PINA's
+  private fields;
+* :mod:`~pina_ntk.integration.diagnostics`,
+  :mod:`~pina_ntk.integration.diagnostics_callback`: kernel statistics
+  outside training and exact diagnostics along it;
+* :mod:`~pina_ntk.integration.resampling`: fresh collocation points every
+  step;
+* :mod:`~pina_ntk.integration.lightning_logging`: one logging rule.
+"""
+
+from .callback import NTKCallback
+from .diagnostics import ntk_traces, solver_ntk_weights
+from .diagnostics_callback import NTKDiagnosticsCallback
+from .kernel_statistics import KernelStatistics
+from .kernel_weighting import KernelWeighting
+from .ntk_weighting import NTKWeighting
+from .resampling import ResampleCallback, discretise_conditions
+from .sketch_ntk_weighting import SketchNTKWeighting
+
+__all__ = [
+    "KernelStatistics",
+    "KernelWeighting",
+    "NTKCallback",
+    "NTKDiagnosticsCallback",
+    "NTKWeighting",
+    "ResampleCallback",
+    "SketchNTKWeighting",
+    "discretise_conditions",
+    "ntk_traces",
+    "solver_ntk_weights",
+]

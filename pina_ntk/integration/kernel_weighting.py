@@ -1,0 +1,272 @@
+"""The PINA weighting interface shared by the NTK weightings.
+
+:class:`KernelWeighting` is what PINA sees: a
+:class:`pina.weighting.BaseWeighting` whose ``update_weights`` hands the
+step's losses to the :class:`~pina_ntk.NTKCallback` that drives it. The
+weighting itself is configuration plus the sampling rule (how one sample of
+the block traces is drawn); the statistics of a run (warm start, moving
+average, safeguard) live in the callback's
+:class:`~pina_ntk.integration.kernel_statistics.KernelStatistics`.
+
+The contract between weighting and callback, in full:
+
+* the callback calls :meth:`KernelWeighting.connect` once, in ``setup``;
+* the weighting calls the callback's ``weights_for_step(losses)`` from inside
+  PINA's loss aggregation of a training step, and reads its
+  ``in_training_step`` and ``weight_tensors`` (the weights of the last
+  training step, also after a resume);
+* the statistics call the weighting's :meth:`~KernelWeighting.is_due`,
+  :meth:`~KernelWeighting.warm_start`, :meth:`~KernelWeighting.sample`,
+  :meth:`~KernelWeighting.prepare_sample` and
+  :meth:`~KernelWeighting.complete_sample`, and read its options
+  (``alpha``, ``warmup_samples``, ``full_kernel``, ``uses_probe_scales``,
+  ``sample_after_backward``, ``evaluation_chunk_size``, ``safeguard``,
+  ``weight_bounds``).
+"""
+
+from abc import abstractmethod
+
+import torch
+from pina.weighting import BaseWeighting
+
+from ..core.estimators import balanced_probe_scales
+from ..core.safeguard import SpacedUpdateSafeguard
+
+
+def make_safeguard(safeguard):
+    """
+    The safeguard of a ``safeguard=...`` argument.
+
+    :param safeguard: ``"default"``, ``None``, a callable budget ``h(t)``
+        or a :class:`~pina_ntk.SpacedUpdateSafeguard`.
+    :return: A safeguard, or ``None``.
+    :raises ValueError: On anything else.
+    """
+    if safeguard is None or isinstance(safeguard, SpacedUpdateSafeguard):
+        return safeguard
+    if safeguard == "default":
+        return SpacedUpdateSafeguard()
+    if callable(safeguard):
+        return SpacedUpdateSafeguard(budget=safeguard)
+    raise ValueError(
+        "safeguard must be 'default', None, a callable budget h(t) or a "
+        f"SpacedUpdateSafeguard, got {safeguard!r}."
+    )
+
+
+def check_bounds(bounds):
+    """
+    Require a pair ``0 < lower < upper`` (the ``weight_bounds`` argument).
+
+    :param bounds: The pair.
+    :return: ``(lower, upper)`` as floats.
+    :rtype: tuple
+    :raises ValueError: If the check fails.
+    """
+    try:
+        lower, upper = (float(b) for b in bounds)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"weight_bounds must be a pair (lower, upper), got {bounds!r}."
+        ) from None
+    if not 0.0 < lower < upper:
+        raise ValueError(
+            f"weight_bounds must satisfy 0 < lower < upper, got {bounds!r}."
+        )
+    return lower, upper
+
+
+class KernelWeighting(BaseWeighting):
+    """
+    Base class of the NTK weightings (not for direct use).
+
+    :param safeguard: See :class:`~pina_ntk.NTKWeighting`.
+    :param tuple weight_bounds: See :class:`~pina_ntk.NTKWeighting`.
+    :raises ValueError: If an argument is out of range.
+    """
+
+    #: Moving-average rate and warm-start size of the kernel buffer.
+    alpha = 1.0
+    warmup_samples = 1
+    full_kernel = False
+    #: Whether samples take probe scales (a balanced predictor probe).
+    uses_probe_scales = False
+    #: Points per evaluation at displaced parameters (None: all at once).
+    evaluation_chunk_size = None
+    #: Whether a step's sample is completed after its backward pass.
+    sample_after_backward = False
+    #: Seed of the probe stream (None: drawn from torch's generator).
+    seed = None
+
+    def __init__(self, safeguard, weight_bounds):
+        # PINA calls update_weights every step with update_every_n_epochs=1;
+        # when statistics are refreshed is decided per optimisation step here.
+        super().__init__(update_every_n_epochs=1, aggregator="sum")
+        self.safeguard = make_safeguard(safeguard)
+        self.weight_bounds = check_bounds(weight_bounds)
+        self._driver = None
+
+    @property
+    def driver(self):
+        """
+        The :class:`~pina_ntk.NTKCallback` driving this weighting, or
+        ``None`` before a trainer has set it up.
+        """
+        return self._driver
+
+    def connect(self, driver):
+        """
+        Let ``driver`` compute this weighting's weights.
+
+        :param driver: The :class:`~pina_ntk.NTKCallback`.
+        :raises ValueError: If another callback drives this weighting
+            already.
+        """
+        if self._driver not in (None, driver):
+            raise ValueError(
+                "This weighting is already driven by another NTKCallback: "
+                "pass a single NTKCallback to the Trainer."
+            )
+        self._driver = driver
+
+    def update_weights(self, losses):
+        """
+        Weights for the current losses, from the driving callback.
+
+        Outside a training step (validation, testing) the last training
+        weights are reused (ones before the first step).
+
+        :param dict losses: The mapping from condition names to scalar losses.
+        :return: The mapping from condition names to weights.
+        :rtype: dict
+        :raises RuntimeError: If no :class:`~pina_ntk.NTKCallback` drives
+            this weighting.
+        """
+        if self._driver is None:
+            raise RuntimeError(
+                f"{type(self).__name__} needs its Lightning callback: pass "
+                "callbacks=[pina_ntk.NTKCallback()] to pina.Trainer(...)."
+            )
+        if (
+            not self.solver.trainer.training
+            or not self._driver.in_training_step
+        ):
+            saved = self.last_saved_weights()
+            return {c: saved.get(c, 1.0) for c in losses}
+        return self._driver.weights_for_step(losses)
+
+    def last_saved_weights(self):
+        """
+        The weights of the last training step (restored ones after a
+        resume, before the first step), else PINA's saved weights.
+
+        :return: ``{condition: weight}``.
+        :rtype: dict
+        """
+        if self._driver is not None and self._driver.weight_tensors:
+            return self._driver.weight_tensors
+        return super().last_saved_weights()
+
+    def is_due(self, step):
+        """
+        Whether the kernel statistics are refreshed at ``step``.
+
+        :param int step: The optimisation step, from 0.
+        :rtype: bool
+        """
+        return True
+
+    def warm_start(self, residual_fn, params, residuals, generator):
+        """
+        The ``warmup_samples`` samples of the first refresh.
+
+        With a balanced probe (:attr:`uses_probe_scales`) the first probe is
+        unscaled and each later one takes the scales of the mean of the
+        samples drawn so far: fixed before the probe is drawn, so every
+        sample stays unbiased.
+
+        :param callable residual_fn: ``params -> list of residual blocks``.
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks with their graph.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :return: ``[(block_traces, kernel), ...]``, see :meth:`sample`.
+        :rtype: list
+        """
+        samples = []
+        sizes = None
+        for _ in range(self.warmup_samples):
+            scales = None
+            if self.uses_probe_scales and samples:
+                if sizes is None:
+                    sizes = block_sizes(residuals)
+                mean = torch.stack([t for t, _ in samples]).mean(dim=0)
+                scales = balanced_probe_scales(mean, sizes)
+            samples.append(
+                self.sample(residual_fn, params, residuals, generator, scales)
+            )
+        return samples
+
+    def sample(self, residual_fn, params, residuals, generator, scales=None):
+        """
+        One sample of the block traces (and, if asked, of the kernel).
+
+        :meth:`prepare_sample` followed by :meth:`complete_sample`.
+
+        :param callable residual_fn: ``params -> list of residual blocks``.
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks from the training step.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :param torch.Tensor scales: Probe scales per block, see
+            :meth:`prepare_sample`.
+        :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
+            :attr:`full_kernel`.
+        :rtype: tuple
+        """
+        prepared = self.prepare_sample(params, residuals, generator, scales)
+        return self.complete_sample(residual_fn, params, prepared, generator)
+
+    @abstractmethod
+    def prepare_sample(self, params, residuals, generator, scales=None):
+        """
+        The part of a sample that needs the autograd graph of ``R(theta)``.
+
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks with their graph.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :param torch.Tensor scales: The predictor probe's scales per block
+            (:func:`~pina_ntk.core.estimators.balanced_probe_scales`);
+            ``None`` for an unscaled probe. Given only when
+            :attr:`uses_probe_scales`.
+        :return: Detached tensors for :meth:`complete_sample`.
+        :rtype: dict
+        """
+
+    @abstractmethod
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        """
+        The rest of a sample: values only, no graph of ``R(theta)`` needed.
+
+        :param callable residual_fn: ``params -> list of residual blocks``.
+        :param dict params: ``{name: parameter}`` (still at ``theta``).
+        :param dict prepared: From :meth:`prepare_sample`.
+        :param torch.Generator generator: The probe stream.
+        :return: ``(block_traces, kernel)`` as in :meth:`sample`.
+        :rtype: tuple
+        """
+
+
+def block_sizes(residuals):
+    """
+    The entry counts of residual blocks, as a tensor like the blocks.
+
+    :param residuals: The blocks.
+    :type residuals: list[torch.Tensor]
+    :rtype: torch.Tensor
+    """
+    like = residuals[0]
+    return torch.tensor(
+        [r.numel() for r in residuals], dtype=like.dtype, device=like.device
+    )

@@ -1,0 +1,279 @@
+"""PINA adapter: the residual blocks of a solver as a residual function.
+
+A PINA solver evaluates each condition through ``condition.evaluate(batch,
+solver)``, which returns the element-wise residual. :class:`ResidualRecorder`
+records those calls during a training step, so the weighting can reuse the
+residual the step has already computed (no extra forward pass), and
+:func:`replay_residual_fn` turns the recorded calls into a pure function of
+the parameters, evaluated with :func:`torch.func.functional_call` so the
+model's own parameters are never modified.
+"""
+
+import torch
+from torch.func import functional_call
+
+from .pina_adapter import as_plain_tensor
+
+
+def batch_calls(solver, batch):
+    """
+    Replayable ``(name, evaluate, data)`` calls for a batch of conditions.
+
+    ``evaluate`` is the condition's own method (looked up on its class, so a
+    recording wrapper on the instance is bypassed) and ``data`` a copy of the
+    condition's data whose input is a fresh leaf requiring gradients, as in
+    PINA's training step.
+
+    :param solver: The PINA solver.
+    :param batch: ``(condition name, data dict)`` pairs, as in a training
+        batch.
+    :type batch: list[tuple[str, dict]]
+    :return: The calls, in batch order.
+    :rtype: list[tuple]
+    """
+    calls = []
+    for name, data in batch:
+        condition = solver.problem.conditions[name]
+        evaluate = type(condition).evaluate.__get__(condition)
+        copied = dict(data)
+        if torch.is_tensor(copied.get("input")):
+            copied["input"] = copied["input"].detach().clone()
+            copied["input"].requires_grad_(True)
+        calls.append((name, evaluate, copied))
+    return calls
+
+
+class _Replay(torch.nn.Module):
+    """Evaluates recorded ``condition.evaluate`` calls; holds the solver as a
+    submodule so that functional_call can swap its parameters."""
+
+    def __init__(self, solver, calls, chunk_size=None):
+        super().__init__()
+        self.solver = solver
+        self._calls = calls
+        self._chunk_size = chunk_size
+
+    def forward(self):
+        if self._chunk_size is None:
+            return [
+                as_plain_tensor(evaluate(batch, self.solver))
+                for evaluate, batch in self._calls
+            ]
+        return [
+            torch.cat(
+                [
+                    as_plain_tensor(evaluate(chunk, self.solver)).detach()
+                    for chunk in point_chunks(batch, self._chunk_size)
+                ]
+            )
+            for evaluate, batch in self._calls
+        ]
+
+
+def point_chunks(batch, chunk_size):
+    """
+    Split a condition's data into chunks of at most ``chunk_size`` points.
+
+    Every tensor whose leading dimension is the number of points is sliced;
+    inputs become fresh leaves requiring gradients, as PINA's operators need.
+    Data whose input is not a tensor (graphs) is not split.
+
+    :param dict batch: The condition's data (``"input"``, maybe ``"target"``).
+    :param int chunk_size: Points per chunk.
+    :return: The chunks.
+    :rtype: list[dict]
+    """
+    points = batch.get("input")
+    if not torch.is_tensor(points) or len(points) <= chunk_size:
+        return [batch]
+    count = len(points)
+    chunks = []
+    for start in range(0, count, chunk_size):
+        chunk = {}
+        for key, value in batch.items():
+            if torch.is_tensor(value) and value.dim() and len(value) == count:
+                value = value[start : start + chunk_size]
+                if key == "input":
+                    value = value.detach().requires_grad_(True)
+            chunk[key] = value
+        chunks.append(chunk)
+    return chunks
+
+
+def replay_residual_fn(solver, calls, names, chunk_size=None):
+    """
+    A residual function that re-runs recorded condition evaluations.
+
+    :param solver: The PINA solver the calls belong to.
+    :param calls: ``(condition_name, evaluate, batch)`` triples, where
+        ``evaluate`` is the condition's *original* bound method.
+    :type calls: list[tuple]
+    :param names: The condition names, in block order.
+    :type names: list[str]
+    :param int chunk_size: ``None`` (default): evaluate each call at once,
+        keeping the autograd graph. An integer: evaluate at most that many
+        points at a time and return *values only* (no graph), which bounds
+        the memory of evaluations at displaced parameters that coexist with
+        a training step's graph. Valid when the model treats points
+        independently (as PINA's feed-forward models do; not batch
+        normalisation in training mode).
+    :return: ``params -> list of residual blocks`` (one per name, flattened
+        and concatenated over that condition's calls).
+    :rtype: callable
+    """
+    module = _Replay(
+        solver, [(ev, batch) for _, ev, batch in calls], chunk_size
+    )
+    owners = [name for name, _, _ in calls]
+
+    def residual_fn(params):
+        prefixed = {f"solver.{k}": v for k, v in params.items()}
+        with torch.enable_grad():  # PINA's operators differentiate inputs
+            outputs = functional_call(module, prefixed, (), strict=False)
+        return group_blocks(owners, outputs, names)
+
+    return residual_fn
+
+
+def group_blocks(owners, residuals, names):
+    """
+    Flatten and concatenate residuals by owning condition, in ``names`` order.
+
+    :param owners: The condition name of each residual.
+    :type owners: list[str]
+    :param residuals: The residual tensors.
+    :type residuals: list[torch.Tensor]
+    :param names: The block order.
+    :type names: list[str]
+    :return: One flat tensor per name.
+    :rtype: list[torch.Tensor]
+    :raises RuntimeError: If a condition has no residual.
+    """
+    blocks = []
+    for name in names:
+        parts = [r.reshape(-1) for o, r in zip(owners, residuals) if o == name]
+        if not parts:
+            raise RuntimeError(
+                f"No residual was recorded for condition {name!r}: the solver "
+                "did not evaluate it through condition.evaluate(...)."
+            )
+        blocks.append(parts[0] if len(parts) == 1 else torch.cat(parts))
+    return blocks
+
+
+class ResidualRecorder:
+    """
+    Records ``condition.evaluate`` calls of a problem while switched on.
+
+    :param problem: The PINA problem whose conditions are watched.
+
+    :Example:
+        >>> recorder = ResidualRecorder(problem)  # doctest: +SKIP
+        >>> recorder.attach(); recorder.start()   # doctest: +SKIP
+        >>> loss = solver.training_step(batch, 0) # doctest: +SKIP
+        >>> blocks = recorder.blocks(["D", "boundary"])  # doctest: +SKIP
+    """
+
+    def __init__(self, problem):
+        self.problem = problem
+        self.calls = []  # (name, original evaluate, batch)
+        self.residuals = []
+        self.recording = False
+
+    def attach(self):
+        """
+        Make every condition's ``evaluate`` record into this recorder.
+
+        Idempotent and cheap, so it is re-run at every training batch: PINA
+        may replace condition objects (a new ``Trainer``, refinement
+        callbacks), and problems of one class share their conditions.
+        """
+        for name, condition in self.problem.conditions.items():
+            current = condition.evaluate
+            if isinstance(current, _RecordingEvaluate):
+                if current.recorder is self and current.name == name:
+                    continue
+                current = current.original  # another recorder's wrapper
+            condition.evaluate = _RecordingEvaluate(self, name, current)
+
+    def detach(self):
+        """Remove the wrappers, restoring the conditions' own methods."""
+        for condition in self.problem.conditions.values():
+            wrapper = condition.__dict__.get("evaluate")
+            if isinstance(wrapper, _RecordingEvaluate):
+                del condition.evaluate  # the instance attribute we added
+        self.stop()
+
+    def start(self):
+        """Forget earlier calls and begin recording."""
+        self.calls, self.residuals = [], []
+        self.recording = True
+
+    def stop(self):
+        """Stop recording and drop references to tensors."""
+        self.recording = False
+        self.calls, self.residuals = [], []
+
+    def names(self):
+        """:return: Recorded condition names, first-call order. :rtype: list"""
+        return list(dict.fromkeys(name for name, _, _ in self.calls))
+
+    def blocks(self, names):
+        """
+        The recorded residuals as blocks (with their autograd graph).
+
+        :param names: The block order.
+        :type names: list[str]
+        :return: One flat tensor per condition.
+        :rtype: list[torch.Tensor]
+        """
+        owners = [name for name, _, _ in self.calls]
+        return group_blocks(owners, self.residuals, names)
+
+    def inputs(self):
+        """
+        The input points of the recorded calls, flattened and concatenated.
+
+        :return: A detached 1-D tensor.
+        :rtype: torch.Tensor
+        """
+        return torch.cat(
+            [
+                as_plain_tensor(data["input"]).detach().reshape(-1)
+                for _, _, data in self.calls
+            ]
+        )
+
+    def residual_fn(self, solver, names, chunk_size=None):
+        """
+        The recorded calls as a function of the parameters.
+
+        :param solver: The PINA solver.
+        :param names: The block order.
+        :type names: list[str]
+        :param int chunk_size: See :func:`replay_residual_fn`.
+        :return: See :func:`replay_residual_fn`.
+        :rtype: callable
+        """
+        return replay_residual_fn(solver, list(self.calls), names, chunk_size)
+
+
+class _RecordingEvaluate:
+    """Callable stored on a condition: evaluates and, when on, records."""
+
+    def __init__(self, recorder, name, original):
+        self.recorder = recorder
+        self.name = name
+        self.original = original
+
+    def __call__(self, batch, solver):
+        residual = self.original(batch, solver)
+        if self.recorder.recording:
+            self.recorder.calls.append((self.name, self.original, dict(batch)))
+            self.recorder.residuals.append(as_plain_tensor(residual))
+        return residual
+
+    def __reduce__(self):
+        # Pickling a problem mid-training (checkpoints, deepcopy) stores the
+        # condition without the wrapper.
+        return (getattr, (self.original.__self__, "evaluate"))

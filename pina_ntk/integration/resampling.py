@@ -1,0 +1,220 @@
+"""Fresh random collocation points every few optimisation steps.
+
+The paper (and Wang, Yu & Perdikaris) draw new points at every training step
+instead of training on one fixed discretisation. :class:`ResampleCallback`
+builds on PINA's refinement machinery
+(:class:`pina.callback.BaseRefinement`: condition validation, the initial
+population sizes, the ``sample`` hook) and differs in *where* the new points
+go. In PINA 0.3 the refinement callbacks write the new points to the
+condition's data attribute at the end of an epoch; with ``batch_size=None``
+the training loader keeps serving the batch it cached when it was built, so
+those points never reach a training step. This callback therefore also puts
+the fresh points into the batch of the step itself (in
+``on_train_batch_start``), which is what the loss and the NTK statistics of
+that step are computed on.
+"""
+
+from pina.callback import BaseRefinement
+from typing_extensions import override
+
+from ..core.checks import check_int
+from .pina_adapter import refinement_conditions
+
+
+def _check_counts(counts):
+    if counts is None:
+        return None
+    if not isinstance(counts, dict) or not counts:
+        raise ValueError(
+            "counts must be a non-empty dict {condition name: number of "
+            f"points}}, got {counts!r}."
+        )
+    for name, n in counts.items():
+        if not isinstance(name, str):
+            raise ValueError(
+                f"counts keys must be condition names (str), got {name!r}."
+            )
+        check_int(f"counts[{name!r}]", n, 1)
+    return dict(counts)
+
+
+def discretise_conditions(problem, counts, mode="random"):
+    """
+    Discretise the domain of each named condition with its own count.
+
+    Every domain of the problem must be discretised before ``pina.Trainer``
+    is created; this draws ``counts[c]`` points in the domain of condition
+    ``c`` (a condition's ``domain`` attribute names its domain).
+
+    :param problem: A PINA problem whose conditions have domains.
+    :param dict counts: ``{condition name: number of points}``.
+    :param str mode: PINA's sampling mode. Default ``"random"``.
+    :raises ValueError: If ``counts`` is malformed or names a condition
+        without a domain.
+
+    :Example:
+        >>> from pina_ntk.paper.problems import WaveProblem
+        >>> problem = WaveProblem()
+        >>> discretise_conditions(problem, WaveProblem.PAPER_POINTS)
+    """
+    counts = _check_counts(counts)
+    if counts is None:
+        raise ValueError("counts must be a dict, got None.")
+    for name, n in counts.items():
+        condition = problem.conditions.get(name)
+        if condition is None or not hasattr(condition, "domain"):
+            raise ValueError(
+                f"counts names {name!r}, which is not a condition with a "
+                f"domain; conditions: {list(problem.conditions)}."
+            )
+        problem.discretise_domain(n, mode, domains=[condition.domain])
+
+
+class ResampleCallback(BaseRefinement):
+    """
+    Replace the collocation points of chosen conditions by fresh uniformly
+    random points of their domains every ``every_n_steps`` optimisation steps.
+
+    The points of step ``t`` are those drawn at the last multiple of
+    ``every_n_steps`` not after ``t`` (step 0 included, so the initial
+    discretisation only sizes PINA's data set). Condition ``c`` gets
+    ``counts[c]`` points whatever the trainer's ``batch_size``; conditions
+    not in ``counts`` keep their points (with ``counts=None`` every domain
+    condition is resampled with as many points as it was discretised with).
+    The current points are also stored in the conditions, so
+    :func:`pina_ntk.ntk_traces` and later evaluations see them.
+
+    Sampling uses torch's global generator (``lightning.seed_everything``
+    makes runs repeatable). With :class:`pina_ntk.NTKCallback` the NTK
+    buffer averages per-condition traces over the changing points (the
+    paper's ``E[∇R_t^T ∇R_t]``); ``SketchNTKWeighting(full_kernel=True)``
+    needs fixed points and refuses resampled ones.
+
+    :param int every_n_steps: Steps between two draws; ``1`` draws at every
+        step (the paper). Default ``1``.
+    :param dict counts: ``{condition name: points per draw}``, or ``None``.
+    :raises ValueError: If ``every_n_steps`` is not a positive integer or
+        ``counts`` is malformed; at the start of training, if ``counts``
+        names an unknown condition or one without a domain.
+
+    :Example:
+        >>> from pina import Trainer
+        >>> from pina_ntk.paper.problems import WaveProblem
+        >>> problem = WaveProblem()
+        >>> discretise_conditions(problem, WaveProblem.PAPER_POINTS)
+        >>> resample = ResampleCallback(1, counts=WaveProblem.PAPER_POINTS)
+        >>> trainer = Trainer(solver, max_epochs=1000,
+        ...                   callbacks=[resample])  # doctest: +SKIP
+    """
+
+    def __init__(self, every_n_steps=1, counts=None):
+        check_int("every_n_steps", every_n_steps, 1)
+        self.counts = _check_counts(counts)
+        super().__init__(
+            sample_every=every_n_steps,
+            condition_to_update=None if counts is None else list(self.counts),
+        )
+        self.every_n_steps = every_n_steps
+        self._points = {}
+        self._sizes = {}
+        self.draws = 0
+
+    @override
+    def on_train_start(self, trainer, solver):
+        """
+        Validate the conditions (PINA's checks) and fix the draw sizes.
+
+        :param trainer: The ``pina.Trainer``.
+        :param solver: A physics-informed single-model solver.
+        :raises ValueError: If ``counts`` names an unknown condition or one
+            without a domain.
+        """
+        if self.counts is not None:
+            conditions = solver.problem.conditions
+            for name in self.counts:
+                if name not in conditions or not hasattr(
+                    conditions[name], "domain"
+                ):
+                    raise ValueError(
+                        f"counts names {name!r}, which is not a condition "
+                        f"with a domain; conditions: {list(conditions)}."
+                    )
+        super().on_train_start(trainer, solver)
+        self._sizes = {
+            name: (
+                self.counts[name]
+                if self.counts is not None
+                else self.initial_population_size[name]
+            )
+            for name in refinement_conditions(self)
+        }
+
+    @override
+    def sample(self, current_points, condition_name, solver):
+        """
+        Fresh uniformly random points of the condition's domain.
+
+        :param LabelTensor current_points: The points in use (for the
+            device).
+        :param str condition_name: The condition to resample.
+        :param solver: The PINA solver.
+        :return: ``counts[condition_name]`` new points.
+        :rtype: LabelTensor
+        """
+        problem = solver.problem
+        domain = problem.domains[problem.conditions[condition_name].domain]
+        points = domain.sample(self._sizes[condition_name], "random")
+        return points.to(current_points.device)
+
+    @override
+    def on_train_batch_start(self, trainer, solver, batch, batch_idx):
+        """
+        Draw new points when due and put the current ones into the batch.
+
+        :param trainer: The ``pina.Trainer``.
+        :param solver: The PINA solver.
+        :param list batch: ``(condition name, data)`` pairs of this step.
+        :param int batch_idx: The batch index within the epoch.
+        """
+        due = trainer.global_step % self.every_n_steps == 0
+        data_by_name = dict(batch)
+        for name in refinement_conditions(self):
+            if due or name not in self._points:
+                current = data_by_name.get(name, {}).get("input")
+                if current is None:
+                    current = solver.problem.conditions[name].data.input
+                self._points[name] = self.sample(current, name, solver)
+                self._store_in_condition(solver, name, self._points[name])
+        if due:
+            self.draws += 1
+        for name, data in batch:
+            if name in self._points:
+                data["input"] = self._points[name]
+
+    @staticmethod
+    def _store_in_condition(solver, name, points):
+        # PINA's tensor data manager keeps its tensors both as attributes and
+        # in its ``data`` dict (read when batches are built); update both.
+        data = solver.problem.conditions[name].data
+        data.input = points
+        if isinstance(getattr(data, "data", None), dict):
+            data.data["input"] = points
+
+    @override
+    def on_train_epoch_end(self, trainer, solver):
+        """
+        Nothing to do at the end of an epoch: points are replaced per step.
+
+        :param trainer: The ``pina.Trainer``.
+        :param solver: The PINA solver.
+        """
+
+    @override
+    def state_dict(self):
+        """:return: The number of draws so far. :rtype: dict"""
+        return {"draws": self.draws}
+
+    @override
+    def load_state_dict(self, state_dict):
+        """:param dict state_dict: A state from :meth:`state_dict`."""
+        self.draws = int(state_dict["draws"])

@@ -1,0 +1,223 @@
+"""Sketched NTK weights: :class:`SketchNTKWeighting` (Algorithms 2-3)."""
+
+from ..core.checks import (
+    check_bool,
+    check_choice,
+    check_int,
+    check_positive,
+    check_rate,
+)
+from ..core.estimators import (
+    DIFFERENCES,
+    ESTIMATORS,
+    PROBES,
+    kernel_probe_product,
+    parameter_space_block_traces,
+    predictor_block_traces,
+    predictor_direction,
+    sample_probe,
+    symmetrised_kernel_sketch,
+)
+from .kernel_weighting import KernelWeighting
+
+
+def _check_step_size(value):
+    if isinstance(value, str):
+        if value == "auto":
+            return value
+        raise ValueError(
+            f"step_size must be a positive number or 'auto', got {value!r}."
+        )
+    return check_positive("step_size", value)
+
+
+class SketchNTKWeighting(KernelWeighting):
+    """
+    Sketched NTK weights with a moving average (Algorithms 2 and 3).
+
+    At the first step the block traces are the mean of ``warmup_samples``
+    sketches; afterwards one new sketch per step is folded in with rate
+    ``alpha``. Two estimators are available:
+
+    * ``"predictor"`` (Algorithm 2): a predictor step ``theta^ = theta + dt
+      grad R g`` with probe ``g`` gives ``K g ≈ (R(theta^) - R(theta))/dt``
+      and the unbiased block sketches ``g_c · (K g)_c`` (by default with a
+      balanced probe, see ``balanced_probe``). Reuses the training step's
+      residual: one extra backward and one extra forward (two forwards with
+      ``difference="central"``).
+    * ``"parameter"`` (Theorem *alternative-ntk-approximation*):
+      ``||R_c(theta + eps z) - R_c(theta)||^2 / eps^2`` with ``z ~ N(0, I)``:
+      one extra forward, no backward; traces only.
+
+    By default the extra forward passes run after the step's backward pass,
+    when the training graph has been freed, and the sample enters the next
+    step's weights (see ``sample_after_backward``).
+
+    :param float alpha: Moving-average rate in ``(0, 1]``. Default ``1e-3``
+        (the paper's wave experiment).
+    :param int warmup_samples: Samples ``N >= 1`` of the warm start.
+        Default ``32``.
+    :param step_size: ``dt`` (or ``eps``) ``> 0``, or ``"auto"`` for a
+        displacement of relative size ``sqrt(eps_mach)`` (forward) or
+        ``eps_mach^(1/3)`` (central) of ``max(||theta||, 1)``.
+        Default ``"auto"``.
+    :param str probe: ``"gaussian"`` or ``"rademacher"`` (predictor only).
+        Default ``"gaussian"``.
+    :param str estimator: ``"predictor"`` or ``"parameter"``.
+        Default ``"predictor"``.
+    :param str difference: ``"forward"`` (bias ``O(dt)``) or ``"central"``
+        (bias ``O(dt^2)``). Default ``"forward"``.
+    :param bool full_kernel: Also keep the moving average of the full
+        ``n × n`` kernel sketch ``(Kg g^T + g (Kg)^T)/2`` (predictor only;
+        the point set must not change between steps). Default ``False``.
+    :param bool balanced_probe: Scale each condition's block of the
+        predictor's probe by the square root of its current NTK weight and
+        divide its sketch by the weight again
+        (:func:`~pina_ntk.core.estimators.balanced_probe_scales`). Every sample
+        stays unbiased, and a condition whose trace is far below another's
+        is no longer drowned in that condition's sampling noise (the cross
+        terms ``g_c^T K_cd g_d``): recommended whenever the weights span
+        orders of magnitude, as between a second-order PDE residual and its
+        boundary conditions. The scales come from the moving average (during
+        the warm start, from the samples drawn so far). Predictor only;
+        the parameter-space estimator ignores it. Default ``True``;
+        ``False`` is Algorithm 2 as published.
+    :param safeguard: As in :class:`NTKWeighting`. Default ``"default"``.
+    :param tuple weight_bounds: As in :class:`NTKWeighting`.
+    :param int seed: Seed of the probe stream; ``None`` draws one from
+        torch's global generator (so ``lightning.seed_everything`` fixes it).
+    :param bool sample_after_backward: ``True`` (default): the part of a
+        step's sample that needs the training graph (the predictor's
+        ``J^T g``) runs before the backward pass, the evaluations at
+        displaced parameters after it, when the graph has been freed, at the
+        same ``theta_t`` (the optimiser has not stepped yet). The sample of
+        step ``t`` then enters the weights from step ``t + 1`` on: a delay
+        of one step on a moving average that spans about ``1/alpha`` steps,
+        which keeps the extra memory near zero with no chunking. ``False``:
+        Algorithm 3 to the letter, the sample of ``theta_t`` already enters
+        the weights of step ``t``, its evaluations coexisting with the
+        training graph (chunked, see ``evaluation_chunk_size``). The warm
+        start always runs at step 0, before that step's weights.
+    :param int evaluation_chunk_size: Points evaluated at a time at the
+        displaced parameters while the training step's graph is alive: the
+        warm start, and every sample with ``sample_after_backward=False``.
+        Chunks need values only, so this bounds the extra memory by that of
+        ``evaluation_chunk_size`` points. ``None`` evaluates every point at
+        once (fastest, most memory). Requires a model that treats points
+        independently (PINA's feed-forward models do; batch normalisation
+        in training mode does not). Default ``128``.
+    :raises ValueError: If an argument is out of range or unknown.
+
+    :Example:
+        >>> from pina_ntk import SketchNTKWeighting, NTKCallback
+        >>> weighting = SketchNTKWeighting(alpha=1e-3, warmup_samples=32)
+        >>> solver = PhysicsInformedSingleModelSolver(
+        ...     problem, model, weighting=weighting)  # doctest: +SKIP
+        >>> Trainer(solver, callbacks=[NTKCallback()]).train()  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        alpha=1e-3,
+        warmup_samples=32,
+        step_size="auto",
+        probe="gaussian",
+        estimator="predictor",
+        difference="forward",
+        full_kernel=False,
+        balanced_probe=True,
+        safeguard="default",
+        weight_bounds=(1e-6, 1e6),
+        seed=None,
+        sample_after_backward=True,
+        evaluation_chunk_size=128,
+    ):
+        check_rate("alpha", alpha)
+        check_int("warmup_samples", warmup_samples, 1)
+        check_choice("probe", probe, PROBES)
+        check_choice("estimator", estimator, ESTIMATORS)
+        check_choice("difference", difference, DIFFERENCES)
+        check_bool("full_kernel", full_kernel)
+        check_bool("balanced_probe", balanced_probe)
+        check_bool("sample_after_backward", sample_after_backward)
+        if full_kernel and estimator != "predictor":
+            raise ValueError(
+                "full_kernel=True needs estimator='predictor': the "
+                "parameter-space estimator gives block traces only."
+            )
+        if seed is not None:
+            check_int("seed", seed, 0)
+        if evaluation_chunk_size is not None:
+            check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
+        super().__init__(safeguard, weight_bounds)
+        self.alpha = float(alpha)
+        self.warmup_samples = warmup_samples
+        self.step_size = _check_step_size(step_size)
+        self.probe = probe
+        self.estimator = estimator
+        self.difference = difference
+        self.full_kernel = full_kernel
+        self.balanced_probe = balanced_probe
+        self.seed = seed
+        self.sample_after_backward = sample_after_backward
+        self.evaluation_chunk_size = evaluation_chunk_size
+
+    @property
+    def uses_probe_scales(self):
+        """
+        Whether samples take probe scales: ``balanced_probe`` with the
+        predictor (the parameter-space estimator has no probe over the
+        residual).
+
+        :rtype: bool
+        """
+        return self.balanced_probe and self.estimator == "predictor"
+
+    def prepare_sample(self, params, residuals, generator, scales=None):
+        """
+        Predictor: the probe ``g`` (scaled by ``scales`` if given) and the
+        direction ``J^T g`` (one backward pass through the retained graph).
+        Parameter-space: nothing but the residual values. See
+        :meth:`KernelWeighting.prepare_sample`.
+        """
+        prepared = {"residuals": [r.detach() for r in residuals]}
+        if self.estimator == "predictor":
+            probe = sample_probe(residuals, self.probe, generator, scales)
+            prepared["probe"] = probe
+            prepared["scales"] = scales
+            prepared["direction"] = predictor_direction(
+                residuals, list(params.values()), probe
+            )
+        return prepared
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        """
+        The evaluations at displaced parameters; see
+        :meth:`KernelWeighting.complete_sample`.
+        """
+        if self.estimator == "parameter":
+            traces = parameter_space_block_traces(
+                residual_fn,
+                params,
+                self.step_size,
+                self.difference,
+                generator,
+                prepared["residuals"],
+            )
+            return traces, None
+        probe = prepared["probe"]
+        product = kernel_probe_product(
+            residual_fn,
+            params,
+            probe,
+            self.step_size,
+            self.difference,
+            prepared["residuals"],
+            prepared["direction"],
+        )
+        scales = prepared["scales"]
+        traces = predictor_block_traces(probe, product, scales)
+        kernel = None
+        if self.full_kernel:
+            kernel = symmetrised_kernel_sketch(probe, product, scales)
+        return traces, kernel

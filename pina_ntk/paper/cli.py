@@ -1,0 +1,279 @@
+"""The ``pina-ntk`` command: run the paper's experiments from a shell.
+
+``pina-ntk wave`` trains vanilla, exact-NTK and sketch-NTK PINNs on the wave
+equation; ``pina-ntk qtensor`` trains a PINN and an NTK-PINN on the Q-tensor
+flow and compares them with a finite-element reference. Both write PNG
+figures and a ``metrics.json`` (errors, wall times, final weights) to the
+output directory and print a table of the errors.
+
+Examples::
+
+    pina-ntk wave --quick
+    pina-ntk wave --steps 20000 --width 100 --weighting none sketch
+    pina-ntk wave --full-size        # Wang et al.: 3x500, 80k Adam steps
+    pina-ntk qtensor --estimator parameter --output-dir runs/qtensor
+"""
+
+import argparse
+import sys
+from dataclasses import fields, replace
+
+from ..core.estimators import ESTIMATORS
+from .experiments.settings import SAFEGUARDS, WEIGHTINGS
+from .experiments.qtensor import QTensorSettings
+from .experiments.wave import WaveSettings
+from ..core.checks import check_int, check_positive, check_rate
+
+
+def _argument_type(convert, check, *args):
+    """An argparse type: ``convert`` the text, then apply a check of
+    :mod:`pina_ntk.core.checks`; failures become argparse errors."""
+
+    def parse(text):
+        try:
+            value = convert(text)
+        except ValueError:
+            kind = "an integer" if convert is int else "a number"
+            raise argparse.ArgumentTypeError(
+                f"expected {kind}, got {text!r}"
+            ) from None
+        try:
+            check("the value", value, *args)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+
+    return parse
+
+
+_positive_int = _argument_type(int, check_int, 1)
+_non_negative_int = _argument_type(int, check_int, 0)
+_positive_float = _argument_type(float, check_positive)
+_rate = _argument_type(float, check_rate)
+
+
+def _points(text):
+    name, sep, count = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(
+            f"expected CONDITION=COUNT (e.g. pde=300), got {text!r}"
+        )
+    return name, _positive_int(count)
+
+
+def _add_common(parser):
+    preset = parser.add_mutually_exclusive_group()
+    preset.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny smoke-test settings (seconds; results not meaningful)",
+    )
+    preset.add_argument(
+        "--full-size",
+        action="store_true",
+        help="the full-size setting: 3x500 tanh, 80,000 Adam steps",
+    )
+    parser.add_argument("--steps", type=_positive_int, help="Adam steps")
+    parser.add_argument("--width", type=_positive_int, help="hidden width")
+    parser.add_argument("--depth", type=_positive_int, help="hidden layers")
+    parser.add_argument(
+        "--fourier-features",
+        type=_non_negative_int,
+        help="random Fourier features of the inputs (0: plain MLP)",
+    )
+    parser.add_argument(
+        "--fourier-scale",
+        type=_positive_float,
+        help="standard deviation of the Fourier frequencies",
+    )
+    parser.add_argument("--lr", type=_positive_float, help="learning rate")
+    parser.add_argument(
+        "--lr-decay",
+        type=_rate,
+        help="learning-rate factor per --lr-decay-steps steps",
+    )
+    parser.add_argument(
+        "--lr-decay-steps", type=_positive_int, help="see --lr-decay"
+    )
+    parser.add_argument(
+        "--points",
+        type=_points,
+        action="append",
+        metavar="CONDITION=COUNT",
+        help="fresh points per step for one condition (repeatable)",
+    )
+    parser.add_argument(
+        "--resample-every",
+        type=_non_negative_int,
+        help="steps between fresh draws of points (0: fixed points)",
+    )
+    parser.add_argument(
+        "--weighting",
+        nargs="+",
+        choices=WEIGHTINGS,
+        help="which PINNs to train",
+    )
+    parser.add_argument(
+        "--estimator", choices=ESTIMATORS, help="the sketch's trace estimator"
+    )
+    parser.add_argument(
+        "--balanced-probe",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="scale the predictor's probe by the square roots of the "
+        "current weights",
+    )
+    parser.add_argument(
+        "--alpha", type=_rate, help="the sketch's moving-average rate"
+    )
+    parser.add_argument(
+        "--warmup-samples",
+        type=_positive_int,
+        help="sketches averaged for the warm start",
+    )
+    parser.add_argument(
+        "--exact-every",
+        type=_positive_int,
+        help="steps between exact NTK recomputations",
+    )
+    parser.add_argument(
+        "--safeguard",
+        choices=SAFEGUARDS,
+        help="the spaced-update safeguard",
+    )
+    parser.add_argument("--seed", type=_non_negative_int, help="random seed")
+    parser.add_argument(
+        "--threads", type=_positive_int, help="torch CPU threads"
+    )
+    parser.add_argument(
+        "--accelerator",
+        choices=("cpu", "gpu", "auto"),
+        help="Lightning accelerator",
+    )
+    parser.add_argument(
+        "--output-dir",
+        default=None,
+        help="where figures and metrics.json go "
+        "(default: pina-ntk-runs/<experiment>)",
+    )
+    parser.add_argument(
+        "--no-progress", action="store_true", help="hide the progress bars"
+    )
+
+
+def _show_defaults(parser, settings):
+    # the defaults live in the settings classes; show them in --help
+    names = {f.name for f in fields(settings)}
+    for action in parser._actions:
+        name = "weightings" if action.dest == "weighting" else action.dest
+        if name in names and action.help:
+            value = getattr(settings, name)
+            if isinstance(value, tuple):
+                value = " ".join(map(str, value))
+            elif isinstance(value, dict):
+                value = ", ".join(f"{k}={v}" for k, v in value.items())
+            action.help += f" (default: {value})"
+
+
+def build_parser():
+    """
+    The argument parser of ``pina-ntk``.
+
+    :rtype: argparse.ArgumentParser
+    """
+    parser = argparse.ArgumentParser(
+        prog="pina-ntk",
+        description="Run the NTK-weighted PINN experiments of Hirsch & Pichi.",
+    )
+    sub = parser.add_subparsers(dest="experiment", required=True)
+    wave = sub.add_parser(
+        "wave",
+        help="wave equation: vanilla vs exact-NTK vs sketch-NTK PINN",
+    )
+    _add_common(wave)
+    _show_defaults(wave, WaveSettings())
+    qtensor = sub.add_parser(
+        "qtensor", help="Q-tensor flow: PINN vs NTK-PINN vs FEM"
+    )
+    _add_common(qtensor)
+    parser.experiment_parsers = {"wave": wave, "qtensor": qtensor}
+    qtensor.add_argument(
+        "--fem-cells", type=_positive_int, help="FEM cells per side"
+    )
+    qtensor.add_argument(
+        "--fem-degree", type=int, choices=(1, 2), help="FEM degree"
+    )
+    qtensor.add_argument(
+        "--fem-time-step", type=_positive_float, help="FEM time step"
+    )
+    _show_defaults(qtensor, QTensorSettings())
+    return parser
+
+
+def _settings(args, parser):
+    Settings = WaveSettings if args.experiment == "wave" else QTensorSettings
+    Problem = Settings.problem_class
+    if args.quick:
+        settings = Settings.quick()
+    elif args.full_size:
+        settings = Settings.full_size()
+    else:
+        settings = Settings()
+    overrides = {}
+    names = {f.name for f in fields(Settings)}
+    for key, value in vars(args).items():
+        if key in names and value is not None:
+            overrides[key] = value
+    if args.weighting is not None:
+        overrides["weightings"] = tuple(dict.fromkeys(args.weighting))
+    if args.points:
+        points = dict(settings.points)
+        for name, count in args.points:
+            if name not in points:
+                parser.experiment_parsers[args.experiment].error(
+                    f"argument --points: unknown condition {name!r} for "
+                    f"{args.experiment}; choose from {sorted(Problem.PAPER_POINTS)}"
+                )
+            points[name] = count
+        overrides["points"] = points
+    overrides.pop("weighting", None)
+    try:
+        return replace(settings, **overrides)
+    except ValueError as error:  # a combination the flag types cannot see
+        parser.experiment_parsers[args.experiment].error(str(error))
+
+
+def main(argv=None):
+    """
+    Entry point of ``pina-ntk``.
+
+    :param list argv: Arguments (default ``sys.argv[1:]``).
+    :return: The exit status.
+    :rtype: int
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings = _settings(args, parser)
+    import torch
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    output_dir = args.output_dir or f"pina-ntk-runs/{args.experiment}"
+    progress = not args.no_progress
+    if args.experiment == "wave":
+        from .experiments.wave import run_wave, save_wave_outputs
+
+        results = run_wave(settings, progress=progress)
+        written = save_wave_outputs(results, output_dir)
+    else:
+        from .experiments.qtensor import run_qtensor, save_qtensor_outputs
+
+        results = run_qtensor(settings, progress=progress)
+        written = save_qtensor_outputs(results, output_dir)
+    print(results.table())
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

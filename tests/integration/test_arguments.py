@@ -1,0 +1,128 @@
+"""Bad constructor and function arguments raise errors naming the argument."""
+
+import pytest
+import torch
+
+from pina_ntk import (
+    NTKCallback,
+    NTKWeighting,
+    SketchNTKWeighting,
+    SpacedUpdateSafeguard,
+    ntk_traces,
+)
+from pina_ntk.core.estimators import sample_probe
+from pina_ntk.core.moving_average import MovingAverage
+
+from pina import Condition
+from pina.domain import CartesianDomain
+from pina.equation import FixedValue
+from pina.problem import SpatialProblem
+from pina.solver import PhysicsInformedSingleModelSolver
+
+from conftest import make_solver, make_trainer, mlp
+
+
+@pytest.mark.parametrize(
+    "kwargs,argument",
+    [
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.5}, "alpha"),
+        ({"alpha": -0.1}, "alpha"),
+        ({"alpha": "0.1"}, "alpha"),
+        ({"warmup_samples": 0}, "warmup_samples"),
+        ({"warmup_samples": 2.5}, "warmup_samples"),
+        ({"step_size": 0.0}, "step_size"),
+        ({"step_size": -1e-3}, "step_size"),
+        ({"step_size": "small"}, "step_size"),
+        ({"step_size": float("inf")}, "step_size"),
+        ({"estimator": "hutchinson"}, "estimator"),
+        ({"difference": "backward"}, "difference"),
+        ({"probe": "uniform"}, "probe"),
+        ({"full_kernel": "yes"}, "full_kernel"),
+        ({"full_kernel": True, "estimator": "parameter"}, "full_kernel"),
+        ({"balanced_probe": "yes"}, "balanced_probe"),
+        ({"safeguard": 3.0}, "safeguard"),
+        ({"weight_bounds": (1.0, 0.5)}, "weight_bounds"),
+        ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),
+        ({"weight_bounds": 5}, "weight_bounds"),
+        ({"seed": -1}, "seed"),
+        ({"evaluation_chunk_size": 0}, "evaluation_chunk_size"),
+        ({"sample_after_backward": "yes"}, "sample_after_backward"),
+        ({"sample_after_backward": 1}, "sample_after_backward"),
+    ],
+)
+def test_sketch_weighting_arguments(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        SketchNTKWeighting(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs,argument",
+    [
+        ({"update_every_n_steps": 0}, "update_every_n_steps"),
+        ({"update_every_n_steps": 1.0}, "update_every_n_steps"),
+        ({"update_every_n_steps": True}, "update_every_n_steps"),
+        ({"chunk_size": 0}, "chunk_size"),
+        ({"safeguard": "strict"}, "safeguard"),
+    ],
+)
+def test_exact_weighting_arguments(kwargs, argument):
+    with pytest.raises(ValueError, match=argument):
+        NTKWeighting(**kwargs)
+
+
+def test_safeguard_forms_accepted():
+    assert NTKWeighting(safeguard=None).safeguard is None
+    assert isinstance(NTKWeighting().safeguard, SpacedUpdateSafeguard)
+    budget = lambda t: 1.0  # noqa: E731
+    assert NTKWeighting(safeguard=budget).safeguard.budget is budget
+
+
+@pytest.mark.parametrize("value", [0, -3, 1.5, True])
+def test_callback_log_interval(value):
+    with pytest.raises(ValueError, match="log_every_n_steps"):
+        NTKCallback(log_every_n_steps=value)
+
+
+def test_moving_average_alpha():
+    with pytest.raises(ValueError, match="alpha"):
+        MovingAverage(alpha=0.0)
+
+
+def test_probe_kind():
+    with pytest.raises(ValueError, match="probe"):
+        sample_probe([torch.zeros(2)], kind="sobol")
+
+
+@pytest.mark.parametrize(
+    "kwargs,argument",
+    [
+        ({"method": "lanczos"}, "method"),
+        ({"method": "sketch", "samples": 0}, "samples"),
+        ({"method": "sketch", "estimator": "x"}, "estimator"),
+        ({"method": "sketch", "difference": "x"}, "difference"),
+        ({"method": "sketch", "probe": "x"}, "probe"),
+        ({"method": "sketch", "balanced_probe": 1}, "balanced_probe"),
+    ],
+)
+def test_ntk_traces_arguments(kwargs, argument):
+    solver = make_solver("poisson")
+    make_trainer(solver, steps=1, ntk=False)
+    with pytest.raises(ValueError, match=argument):
+        ntk_traces(solver, **kwargs)
+
+
+def test_ntk_traces_before_trainer_explains():
+    # A problem class of its own: PINA's zoo classes share their condition
+    # objects between instances, so an earlier Trainer would have filled them.
+    class Line(SpatialProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        domains = {"D": spatial_domain}
+        conditions = {"D": Condition(domain="D", equation=FixedValue(0.0))}
+
+    problem = Line()
+    problem.discretise_domain(5, "grid")
+    solver = PhysicsInformedSingleModelSolver(problem, mlp(1, 1))
+    with pytest.raises(ValueError, match="pina.Trainer"):
+        ntk_traces(solver)

@@ -1,0 +1,284 @@
+"""Hostile and awkward inputs: each has a clear, tested outcome."""
+
+import math
+import warnings
+
+import lightning
+import pytest
+import torch
+from pina import Condition, LabelTensor
+from pina.domain import CartesianDomain
+from pina.equation import Equation, FixedValue
+from pina.operator import laplacian
+from pina.problem import InverseProblem, SpatialProblem
+from pina.solver import PhysicsInformedSingleModelSolver
+
+from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
+
+from conftest import WeightHistory, make_solver, make_trainer, mlp, ntk_callback
+from reference import block_traces, jacobian_blocks
+
+SKETCHES = {
+    "predictor": lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3),
+    "parameter": lambda: SketchNTKWeighting(
+        alpha=0.3, warmup_samples=3, estimator="parameter"
+    ),
+}
+
+
+def ntk_warnings(record):
+    return [w for w in record if "NTK trace estimate" in str(w.message)]
+
+
+# -------------------------------------------------------- numerical trouble
+class NaNAtSteps(SketchNTKWeighting):
+    """A sketch whose estimates are NaN at chosen steps."""
+
+    def __init__(self, bad_steps, **kwargs):
+        super().__init__(**kwargs)
+        self.bad_steps = bad_steps
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        if self.driver.step in self.bad_steps:
+            traces = traces * float("nan")
+        return traces, kernel
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_nan_estimates_keep_last_weights_and_warn_once(deferred):
+    weighting = NaNAtSteps(
+        {2, 3, 5},
+        alpha=0.5,
+        warmup_samples=2,
+        sample_after_backward=deferred,
+    )
+    solver = make_solver("wave", weighting=weighting)
+    history = WeightHistory()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        make_trainer(solver, steps=9, callbacks=[history]).train()
+    # a deferred sample of step t enters the weights of step t + 1
+    weights = history.weights[int(deferred) :]
+    assert weights[2] == weights[1] and weights[3] == weights[1]
+    assert weights[5] == weights[4]
+    assert weights[4] != weights[1]  # updates resumed after the bad steps
+    assert all(
+        math.isfinite(v) and v > 0 for step in weights for v in step.values()
+    )
+    assert len(ntk_warnings(record)) == 1
+
+
+class Scale:
+    """A residual multiplier a callback can turn into NaN mid-training."""
+
+    value = 1.0
+
+
+def scaled_poisson(input_, output_):
+    lap = laplacian(output_, input_, components=["u"], d=["x"])
+    return (lap + torch.sin(math.pi * input_.extract(["x"]))) * Scale.value
+
+
+class Line(SpatialProblem):
+    output_variables = ["u"]
+    spatial_domain = CartesianDomain({"x": [0, 1]})
+    domains = {"D": spatial_domain, "left": CartesianDomain({"x": 0.0})}
+    conditions = {
+        "D": Condition(domain="D", equation=Equation(scaled_poisson)),
+        "left": Condition(domain="left", equation=FixedValue(0.0)),
+    }
+
+
+class PoisonAt(lightning.Callback):
+    def __init__(self, step):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, idx):
+        Scale.value = float("nan") if trainer.global_step >= self.step else 1.0
+
+
+def test_nan_residuals_do_not_corrupt_weights_and_training_continues():
+    lightning.seed_everything(0, verbose=False)
+    problem = Line()
+    problem.discretise_domain(8, "grid", domains="D")
+    problem.discretise_domain(1, "grid", domains="left")  # a single point
+    solver = PhysicsInformedSingleModelSolver(
+        problem, mlp(1, 1), weighting=SketchNTKWeighting(warmup_samples=2)
+    )
+    history = WeightHistory()
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            trainer = make_trainer(
+                solver, steps=6, callbacks=[PoisonAt(3), history]
+            )
+            trainer.train()
+    finally:
+        Scale.value = 1.0
+    assert len(history.weights) == 6  # training ran to the end
+    assert history.weights[3:] == [history.weights[2]] * 3
+    assert len(ntk_warnings(record)) == 1
+
+
+@pytest.mark.parametrize("name", list(SKETCHES))
+def test_exactly_zero_residual_entries(name):
+    solver = make_solver("poisson", weighting=SKETCHES[name]())
+    last = solver.model.model[-1]
+    with torch.no_grad():  # u == 0: the boundary residual is exactly zero
+        last.weight.zero_()
+        last.bias.zero_()
+    trainer = make_trainer(solver, steps=1)
+    trainer.train()
+    weights = ntk_callback(trainer).weights
+    assert all(math.isfinite(w) and w > 0 for w in weights.values())
+
+
+# --------------------------------------------------------------- parameters
+def test_frozen_parameters_are_left_out_of_the_kernel():
+    solver = make_solver("wave", weighting=NTKWeighting())
+    make_trainer(solver, steps=1, ntk=False)
+    full = block_traces(jacobian_blocks(solver))
+    for p in solver.model.model[0].parameters():
+        p.requires_grad_(False)
+    frozen = block_traces(jacobian_blocks(solver))  # trainable rows only
+    got = ntk_traces(solver)
+    for name in full:
+        assert float(got[name]) == pytest.approx(frozen[name], rel=1e-6)
+        assert frozen[name] < full[name]
+    trainer = make_trainer(solver, steps=2)
+    trainer.train()
+    assert all(w > 0 for w in ntk_callback(trainer).weights.values())
+
+
+@pytest.mark.parametrize("name", ["exact", *SKETCHES])
+def test_parameter_unused_by_every_condition(name):
+    weighting = NTKWeighting() if name == "exact" else SKETCHES[name]()
+    solver = make_solver("poisson", weighting=weighting)
+    solver.model.register_parameter("unused", torch.nn.Parameter(torch.ones(3)))
+    make_trainer(solver, steps=1, ntk=False)
+    expected = block_traces(jacobian_blocks(solver))
+    got = ntk_traces(solver)
+    for key, value in expected.items():
+        assert float(got[key]) == pytest.approx(value, rel=1e-6)
+    trainer = make_trainer(solver, steps=2)
+    trainer.train()
+    assert all(w > 0 for w in ntk_callback(trainer).weights.values())
+
+
+# -------------------------------------------------------------- conditions
+class OnlyInterior(SpatialProblem):
+    output_variables = ["u"]
+    spatial_domain = CartesianDomain({"x": [0, 1]})
+    domains = {"D": spatial_domain}
+    conditions = {
+        "D": Condition(domain="D", equation=Equation(scaled_poisson)),
+    }
+
+
+@pytest.mark.parametrize("name", ["exact", *SKETCHES])
+def test_single_condition_has_weight_one(name):
+    lightning.seed_everything(0, verbose=False)
+    problem = OnlyInterior()
+    problem.discretise_domain(6, "grid")
+    weighting = NTKWeighting() if name == "exact" else SKETCHES[name]()
+    solver = PhysicsInformedSingleModelSolver(
+        problem, mlp(1, 1), weighting=weighting
+    )
+    history = WeightHistory()
+    make_trainer(solver, steps=3, callbacks=[history]).train()
+    assert all(step == {"D": 1.0} for step in history.weights)
+
+
+def test_single_point_condition_matches_exact_traces():
+    lightning.seed_everything(0, verbose=False)
+    problem = Line()
+    problem.discretise_domain(8, "grid", domains="D")
+    problem.discretise_domain(1, "grid", domains="left")
+    solver = PhysicsInformedSingleModelSolver(
+        problem, mlp(1, 1), weighting=NTKWeighting()
+    )
+    make_trainer(solver, steps=1, ntk=False)
+    assert len(solver.problem.conditions["left"].input) == 1
+    expected = block_traces(jacobian_blocks(solver))
+    trainer = make_trainer(solver, steps=1)
+    trainer.train()
+    for name, value in expected.items():
+        assert ntk_callback(trainer).traces[name] == pytest.approx(
+            value, rel=1e-5
+        )
+
+
+class InverseLine(SpatialProblem, InverseProblem):
+    """u'' = -mu pi^2 sin(pi x), u(0) = 0, mu unknown, data of u."""
+
+    output_variables = ["u"]
+    spatial_domain = CartesianDomain({"x": [0, 1]})
+    unknown_parameter_domain = CartesianDomain({"mu": [0.5, 2.0]})
+    domains = {"D": spatial_domain, "left": CartesianDomain({"x": 0.0})}
+
+    def residual(input_, output_, params_):
+        lap = laplacian(output_, input_, components=["u"], d=["x"])
+        return lap + params_["mu"] * math.pi**2 * torch.sin(
+            math.pi * input_.extract(["x"])
+        )
+
+    x_data = LabelTensor(torch.linspace(0.1, 0.9, 5).reshape(-1, 1), ["x"])
+    conditions = {
+        "D": Condition(domain="D", equation=Equation(residual)),
+        "left": Condition(domain="left", equation=FixedValue(0.0)),
+        "data": Condition(
+            input=x_data,
+            target=LabelTensor(torch.sin(math.pi * x_data.tensor), ["u"]),
+        ),
+    }
+
+
+def test_inverse_problem_unknowns_stay_out_of_the_kernel():
+    lightning.seed_everything(0, verbose=False)
+    problem = InverseLine()
+    problem.discretise_domain(6, "grid", domains="D")
+    problem.discretise_domain(1, "grid", domains="left")
+    solver = PhysicsInformedSingleModelSolver(
+        problem, mlp(1, 1), weighting=SketchNTKWeighting(warmup_samples=2)
+    )
+    make_trainer(solver, steps=1, ntk=False)
+    network_only = block_traces(jacobian_blocks(solver))
+    got = ntk_traces(solver)
+    for name, value in network_only.items():
+        assert float(got[name]) == pytest.approx(value, rel=1e-6)
+    mu_before = float(problem.unknown_parameters["mu"])
+    trainer = make_trainer(solver, steps=3)
+    trainer.train()
+    assert set(ntk_callback(trainer).weights) == {"D", "left", "data"}
+    assert float(problem.unknown_parameters["mu"]) != mu_before  # still trained
+
+
+# ------------------------------------------------------------------ dtype
+@pytest.mark.parametrize(
+    "name", ["exact", "predictor", "parameter", "predictor-central"]
+)
+def test_float64_end_to_end(name):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        weighting = {
+            "exact": lambda: NTKWeighting(),
+            "predictor-central": lambda: SketchNTKWeighting(
+                warmup_samples=2, difference="central"
+            ),
+            **SKETCHES,
+        }[name]()
+        solver = make_solver("wave", weighting=weighting)
+        trainer = make_trainer(solver, steps=3)
+        trainer.train()
+        callback = ntk_callback(trainer)
+        assert callback.statistics.weight_tensor.dtype == torch.float64
+        assert callback.statistics.trace_buffer.dtype == torch.float64
+        saved = solver.weighting.last_saved_weights()
+        assert all(w.dtype == torch.float64 for w in saved.values())
+        assert next(solver.parameters()).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)

@@ -1,0 +1,292 @@
+"""The ``pina-ntk`` command line."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from pina_ntk.paper.cli import build_parser, main
+from pina_ntk.paper.problems import QTensorProblem, WaveProblem
+
+
+def read_metrics(folder):
+    return json.loads((folder / "metrics.json").read_text())
+
+
+def test_wave_quick_run_writes_figures_and_metrics(tmp_path, capsys):
+    out = tmp_path / "wave"
+    status = main(
+        [
+            "wave",
+            "--quick",
+            "--output-dir",
+            str(out),
+            "--weighting",
+            "none",
+            "sketch",
+            "--points",
+            "pde=40",
+            "--seed",
+            "3",
+        ]
+    )
+    assert status == 0
+    assert (out / "weights.png").stat().st_size > 0
+    assert (out / "solutions.png").stat().st_size > 0
+    metrics = read_metrics(out)
+    assert metrics["experiment"] == "wave"
+    assert set(metrics["results"]) == {"none", "sketch"}
+    settings = metrics["settings"]
+    assert settings["points"]["pde"] == 40 and settings["seed"] == 3
+    for name, result in metrics["results"].items():
+        assert (
+            math.isfinite(result["relative_l2"]) and result["wall_time_s"] > 0
+        )
+    assert metrics["results"]["none"]["final_weights"] == {}
+    assert set(metrics["results"]["sketch"]["final_weights"]) == set(
+        WaveProblem.PAPER_POINTS
+    )
+    captured = capsys.readouterr()
+    assert "sketch-NTK PINN" in captured.out  # the printed table
+    steps = settings["steps"]
+    assert f"{steps}/{steps}" in captured.err  # the progress bar
+
+
+def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch):
+    pytest.importorskip("skfem")
+    monkeypatch.setenv("PINA_NTK_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "qtensor"
+    status = main(
+        [
+            "qtensor",
+            "--quick",
+            "--output-dir",
+            str(out),
+            "--no-progress",
+            "--estimator",
+            "parameter",
+            "--fem-cells",
+            "8",
+        ]
+    )
+    assert status == 0
+    assert (out / "directors.png").stat().st_size > 0
+    metrics = read_metrics(out)
+    assert metrics["settings"]["fem_cells"] == 8
+    assert metrics["settings"]["estimator"] == "parameter"
+    for result in metrics["results"].values():
+        errors = result["relative_l2_vs_fem"]
+        assert set(errors) == {"0.5", "2.0"}
+        assert all(math.isfinite(e) and e > 0 for e in errors.values())
+    weights = metrics["results"]["sketch"]["final_weights"]
+    assert set(weights) == set(QTensorProblem.PAPER_POINTS)
+    assert list((tmp_path / "cache").glob("qtensor_fem_*.npz"))
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["wave", "--steps", "0"], "argument --steps"),
+        (["wave", "--steps", "many"], "argument --steps"),
+        (["wave", "--width", "-4"], "argument --width"),
+        (["wave", "--lr", "nan"], "argument --lr"),
+        (["wave", "--alpha", "2"], "argument --alpha"),
+        (["wave", "--weighting", "ntk"], "argument --weighting"),
+        (["wave", "--estimator", "exact"], "argument --estimator"),
+        (["wave", "--points", "pde"], "argument --points"),
+        (["wave", "--points", "top=10"], "unknown condition 'top'"),
+        (["qtensor", "--points", "initial=0"], "argument --points"),
+        (["qtensor", "--fem-degree", "3"], "argument --fem-degree"),
+        (["wave", "--quick", "--full-size"], "not allowed with"),
+        (["wave", "--balanced-probe", "yes"], "unrecognized arguments"),
+        (["heat"], "invalid choice"),
+        ([], "required"),
+    ],
+)
+def test_bad_flags_give_argparse_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and message in err
+    assert "Traceback" not in err
+
+
+def test_presets_and_overrides():
+    parser = build_parser()
+    from pina_ntk.paper.cli import _settings
+
+    args = parser.parse_args(["wave", "--full-size", "--steps", "1000"])
+    settings = _settings(args, parser)
+    assert (settings.width, settings.depth, settings.steps) == (500, 3, 1000)
+    args = parser.parse_args(["wave"])
+    assert _settings(args, parser).steps > 1000
+    args = parser.parse_args(["qtensor", "--weighting", "sketch", "sketch"])
+    assert _settings(args, parser).weightings == ("sketch",)
+    assert _settings(args, parser).balanced_probe  # the default
+    args = parser.parse_args(["wave", "--no-balanced-probe"])
+    assert not _settings(args, parser).balanced_probe
+
+
+def test_module_entry_point_reports_errors_without_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "pina_ntk", "wave", "--steps", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "error: argument --steps" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ------------------------------------------------ the shared experiment code
+def test_scaled_mlp_maps_the_box_onto_the_unit_cube():
+    import torch
+
+    from pina_ntk.paper.experiments.models import ScaledMLP
+
+    net = ScaledMLP([-2.0, 0.0], [2.0, 1.0], 1, width=4, depth=1)
+    seen = []
+    net.layers[0].register_forward_hook(lambda m, i, o: seen.append(i[0]))
+    net(torch.tensor([[-2.0, 0.0], [2.0, 1.0], [0.0, 0.5]]))
+    assert torch.allclose(
+        seen[0], torch.tensor([[-1.0, -1.0], [1.0, 1.0], [0.0, 0.0]])
+    )
+    assert torch.count_nonzero(net.layers[0].bias) == 0
+    with pytest.raises(ValueError, match="width"):
+        ScaledMLP([0.0], [1.0], 1, width=0, depth=1)
+    with pytest.raises(ValueError, match="lower < upper"):
+        ScaledMLP([1.0], [1.0], 1, width=3, depth=1)
+
+
+def test_scaled_mlp_fourier_embedding_is_fixed_and_saved():
+    import torch
+
+    from pina_ntk.paper.experiments.models import ScaledMLP
+
+    torch.manual_seed(3)
+    net = ScaledMLP([0.0, 0.0], [2.0, 1.0], 1, 5, 2, 4, fourier_scale=2.0)
+    seen = []
+    net.layers[0].register_forward_hook(lambda m, i, o: seen.append(i[0]))
+    x = torch.tensor([[0.5, 0.25], [2.0, 1.0]])
+    net(x)
+    z = (x - torch.tensor([1.0, 0.5])) / torch.tensor([1.0, 0.5])
+    projected = z @ net.frequencies
+    expected = torch.cat([projected.cos(), projected.sin()], dim=-1)
+    assert torch.allclose(seen[0], expected)
+    # frozen: a buffer in the state dict, not a trainable parameter
+    assert "frequencies" in net.state_dict()
+    assert all(p.shape != (2, 4) for p in net.parameters())
+    torch.manual_seed(3)
+    again = ScaledMLP([0.0, 0.0], [2.0, 1.0], 1, 5, 2, 4, fourier_scale=2.0)
+    assert torch.equal(again.frequencies, net.frequencies)
+    with pytest.raises(ValueError, match="fourier_scale"):
+        ScaledMLP([0.0], [1.0], 1, 3, 1, 4, fourier_scale=0.0)
+    with pytest.raises(ValueError, match="fourier_features"):
+        ScaledMLP([0.0], [1.0], 1, 3, 1, -1)
+
+
+def test_relative_l2_and_weighting_choices():
+    import torch
+
+    from pina_ntk.paper.experiments.settings import make_weighting
+    from pina_ntk.paper.experiments.outputs import relative_l2
+
+    assert relative_l2(torch.tensor([3.0, 4.0]), torch.tensor([0.0, 5.0])) == (
+        pytest.approx(10.0**0.5 / 5.0)
+    )
+    with pytest.raises(ValueError, match="shapes"):
+        relative_l2(torch.zeros(2), torch.ones(3))
+    with pytest.raises(ValueError, match="zero"):
+        relative_l2(torch.ones(2), torch.zeros(2))
+    from pina_ntk import SketchNTKWeighting
+    from pina_ntk.paper.experiments.wave import WaveSettings
+
+    settings = WaveSettings(warmup_samples=7, estimator="parameter")
+    assert make_weighting("none", settings) is None
+    sketch = make_weighting("sketch", settings)
+    assert isinstance(sketch, SketchNTKWeighting)
+    assert (sketch.warmup_samples, sketch.estimator) == (7, "parameter")
+    assert sketch.balanced_probe and not sketch.uses_probe_scales
+    settings = WaveSettings(estimator="predictor", balanced_probe=False)
+    assert not make_weighting("sketch", settings).uses_probe_scales
+    settings = WaveSettings(estimator="predictor")
+    assert make_weighting("sketch", settings).uses_probe_scales
+    with pytest.raises(ValueError, match="weighting"):
+        make_weighting("uniform", settings)
+
+
+def test_director_picture_is_the_eigen_decomposition():
+    import numpy as np
+
+    from pina_ntk.paper.experiments.qtensor import director_picture
+
+    rng = np.random.default_rng(1)
+    q1, q2 = rng.normal(size=(2, 20))
+    light, vx, vy = director_picture(q1, q2)
+    for i in range(20):
+        matrix = np.array([[q1[i], q2[i]], [q2[i], -q1[i]]])
+        values, vectors = np.linalg.eigh(matrix)
+        assert np.isclose(light[i], abs(values[1] * vectors[0, 1]))
+        # the director is defined up to sign
+        assert np.isclose(abs(vx[i] * vectors[0, 1] + vy[i] * vectors[1, 1]), 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"steps": 0}, "steps"),
+        ({"lr": -1e-3}, "lr"),
+        ({"alpha": 2.0}, "alpha"),
+        ({"lr_decay": 0.0}, "lr_decay"),
+        ({"weightings": ("none", "ntk")}, "weightings"),
+        ({"weightings": ()}, "weightings"),
+        ({"estimator": "hutchinson"}, "estimator"),
+        ({"balanced_probe": "yes"}, "balanced_probe"),
+        ({"safeguard": "off"}, "safeguard"),
+        ({"points": {"interior": 10}}, "points"),
+        ({"points": {"pde": 0}}, "points"),
+        ({"resample_every": -1}, "resample_every"),
+    ],
+)
+def test_experiment_settings_reject_bad_values(kwargs, name):
+    from pina_ntk.paper.experiments.wave import WaveSettings
+
+    with pytest.raises(ValueError, match=name):
+        WaveSettings(**kwargs)
+
+
+def test_qtensor_settings_check_the_reference_and_error_times():
+    from pina_ntk.paper.experiments.qtensor import QTensorSettings
+    from pina_ntk.paper.problems import QTensorProblem
+
+    with pytest.raises(ValueError, match="error_times"):
+        QTensorSettings(error_times=(0.5, 3.0))
+    with pytest.raises(ValueError, match="fem_degree"):
+        QTensorSettings(fem_degree=3)
+    settings = QTensorSettings(points={"pde": 50})
+    # a partial points dict overrides only the conditions it names
+    assert settings.points == {**QTensorProblem.PAPER_POINTS, "pde": 50}
+
+
+def test_console_script_is_installed():
+    from importlib.metadata import entry_points
+
+    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
+    assert scripts.get("pina-ntk") == "pina_ntk.paper.cli:main"
+
+
+def test_help_shows_each_experiments_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["qtensor", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "NTK recomputations (default: 100)" in text  # qtensor's
+    assert "(default: 32)" in text  # --fem-cells
+    with pytest.raises(SystemExit):
+        main(["wave", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "NTK recomputations (default: 500)" in text
+    assert "(default: none exact sketch)" in text
