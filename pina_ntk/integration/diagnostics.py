@@ -52,7 +52,7 @@ def condition_calls(solver):
     return batch_calls(solver, batch)
 
 
-def ntk_traces(solver, method="exact", samples=100, seed=None, **options):
+def ntk_traces(solver, method="exact", **options):
     """
     Per-condition NTK traces ``Tr(K_cc)`` on the solver's discretisation.
 
@@ -83,9 +83,7 @@ def ntk_traces(solver, method="exact", samples=100, seed=None, **options):
         >>> ntk_traces(solver)  # doctest: +SKIP
         {'D': tensor(1520.3), 'boundary': tensor(21.9), ...}
     """
-    names, traces, _ = _block_statistics(
-        solver, method, samples, seed, **options
-    )
+    names, traces, _ = _block_statistics(solver, method, **options)
     return dict(zip(names, traces))
 
 
@@ -134,11 +132,9 @@ def diagnostic_weighting(method, samples=100, seed=None, **options):
     )
 
 
-def _block_statistics(
-    solver, method="exact", samples=100, seed=None, **options
-):
+def _block_statistics(solver, method, **options):
     """``(names, traces, sizes)`` of the solver's condition blocks."""
-    weighting = diagnostic_weighting(method, samples, seed, **options)
+    weighting = diagnostic_weighting(method, **options)
     calls = condition_calls(solver)
     names = [name for name, _, _ in calls]
     residual_fn = replay_residual_fn(solver, calls, names)
@@ -146,10 +142,11 @@ def _block_statistics(
     residuals = residual_fn(params)
     sizes = torch.tensor([r.numel() for r in residuals])
     generator = torch.Generator(device=residuals[0].device)
-    if weighting.seed is None:
-        generator.manual_seed(int(torch.randint(0, 2**62, (1,)).item()))
-    else:
-        generator.manual_seed(weighting.seed)
+    if method == "sketch":
+        seed = weighting.seed
+        if seed is None:  # exact traces leave torch's generator alone
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        generator.manual_seed(seed)
     drawn = weighting.warm_start(residual_fn, params, residuals, generator)
     traces = torch.stack([t for t, _ in drawn]).mean(dim=0).detach()
     return names, traces, sizes.to(traces.device)

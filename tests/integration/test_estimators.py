@@ -468,3 +468,14 @@ def test_displacement_keeps_each_parameters_shape_and_dtype():
     assert moved["w"].flatten().tolist() == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
     assert moved["b"].tolist() == [4.0, 4.5, 5.0]
     assert torch.equal(params["w"], torch.ones(2, 3))  # untouched
+
+
+def test_exact_traces_leave_torchs_global_generator_alone():
+    # only the sketch draws a probe seed from the global generator
+    solver = make_solver("poisson")
+    make_trainer(solver, steps=1, ntk=False)
+    state = torch.get_rng_state()
+    ntk_traces(solver, method="exact")
+    assert torch.equal(state, torch.get_rng_state())
+    ntk_traces(solver, method="sketch", samples=2)
+    assert not torch.equal(state, torch.get_rng_state())
