@@ -67,16 +67,24 @@ def entry_weights(weights, block_sizes, reduction="mean"):
 
 def usable_traces(block_traces):
     """
-    Whether trace estimates can form weights: all finite and positive.
+    Whether trace estimates can form weights: all finite and non-negative,
+    and at least one positive.
 
-    Returned as a 0-d boolean tensor so callers can branch with
-    :func:`torch.where` without a device-to-host synchronisation.
+    A trace of exactly zero belongs to a condition whose residual does not
+    depend on the parameters (see :func:`guarded_weights`); a negative or
+    non-finite estimate, or all zero, cannot form weights. Returned as a 0-d
+    boolean tensor so callers can branch with :func:`torch.where` without a
+    device-to-host synchronisation.
 
     :param torch.Tensor block_traces: Trace estimates, ``(C,)``.
-    :return: ``True`` when every estimate is finite and strictly positive.
+    :return: ``True`` when the estimates can form weights.
     :rtype: torch.Tensor
     """
-    return torch.isfinite(block_traces).all() & (block_traces > 0).all()
+    return (
+        torch.isfinite(block_traces).all()
+        & (block_traces >= 0).all()
+        & (block_traces > 0).any()
+    )
 
 
 def guarded_weights(
@@ -85,9 +93,14 @@ def guarded_weights(
     """
     Weights from trace estimates that can never be non-finite or out of range.
 
-    If any estimate is non-finite or non-positive the ``previous`` weights are
-    returned unchanged; otherwise :func:`ntk_weights` clamped to ``bounds``
-    (the paper's Assumption 3.2, bounded ``Lambda``).
+    If the estimates are unusable (:func:`usable_traces`) the ``previous``
+    weights are returned unchanged; otherwise :func:`ntk_weights` clamped to
+    ``bounds`` (the paper's Assumption 3.2, bounded ``Lambda``). A condition
+    whose trace is exactly zero has a residual that no parameter moves: its
+    gradient is zero whatever its weight, and ``Tr(K)/Tr(K_cc)`` is
+    infinite. It gets the weight of a uniform kernel diagonal instead
+    (``1`` with the ``mean`` reduction, ``1/n_c`` with ``sum``), and the
+    other conditions' weights are formed as usual.
 
     :param torch.Tensor block_traces: Trace estimates, ``(C,)``.
     :param torch.Tensor block_sizes: Residual entries per condition.
@@ -98,8 +111,17 @@ def guarded_weights(
     :rtype: tuple[torch.Tensor, torch.Tensor]
     """
     ok = usable_traces(block_traces)
-    # Replace bad traces by ones before dividing so no NaN can leak through
-    # torch.where's unselected branch into gradients or logs.
-    safe = torch.where(ok, block_traces, torch.ones_like(block_traces))
-    proposed = ntk_weights(safe, block_sizes, reduction).clamp(*bounds)
+    constant = block_traces == 0
+    # Replace bad and zero traces by ones before dividing so no NaN or
+    # infinity can leak through torch.where's unselected branch into
+    # gradients or logs.
+    safe = torch.where(
+        ok & ~constant, block_traces, torch.ones_like(block_traces)
+    )
+    proposed = ntk_weights(safe, block_sizes, reduction)
+    sizes = block_sizes.to(proposed)
+    # with the true Tr(K): a zero block adds nothing to it
+    proposed = proposed * (block_traces.sum() / safe.sum()).where(ok, 1.0)
+    uniform = ntk_weights(sizes, sizes, reduction)
+    proposed = torch.where(constant, uniform, proposed).clamp(*bounds)
     return torch.where(ok, proposed, previous.to(proposed)), ok

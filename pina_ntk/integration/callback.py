@@ -1,5 +1,8 @@
 """The Lightning callback that drives the NTK weightings in PINA's loop."""
 
+import contextlib
+import time
+
 import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.utilities import rank_zero_warn
@@ -79,6 +82,10 @@ class NTKCallback(Callback):
         self._solver = None
         self._recorder = None
         self._pending_state = None
+        # start of the current step, and whether this fit's first refresh
+        # has been timed (the cost check of an exact weighting)
+        self._step_start = None
+        self._refresh_timed = False
 
     # ------------------------------------------------------------ hooks
     @override
@@ -97,6 +104,17 @@ class NTKCallback(Callback):
             raise ValueError(
                 "This weighting object is attached to another solver: create "
                 "one weighting instance per solver."
+            )
+        if weighting.needs_full_precision and trainer.precision in (
+            "bf16-true",
+            "16-true",
+        ):
+            raise ValueError(
+                f"{type(weighting).__name__} cannot run with Trainer("
+                f"precision={trainer.precision!r}): its finite differences "
+                "need full-precision parameters. Use precision='bf16-mixed' "
+                "or '16-mixed' (the sketch then runs in full precision) or "
+                "'32-true'."
             )
         if weighting.full_kernel and trainer.world_size > 1:
             raise ValueError(
@@ -134,6 +152,7 @@ class NTKCallback(Callback):
     @override
     def on_train_start(self, trainer, pl_module):
         """Create the probe stream and apply a restored checkpoint state."""
+        self._refresh_timed = False
         self.statistics.start(pl_module.device, self.statistics.weighting.seed)
         if self._pending_state is not None:
             self.statistics.load_state_dict(
@@ -144,6 +163,7 @@ class NTKCallback(Callback):
     @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         """Start recording the residuals of this step; seed its probes."""
+        self._step_start = None if self._refresh_timed else _now(pl_module)
         self._recorder.attach()
         self._recorder.start()
         self.in_training_step = True
@@ -155,9 +175,10 @@ class NTKCallback(Callback):
         training graph and the optimiser has not stepped yet."""
         if self.statistics.has_pending:
             # No training graph is alive now: evaluate every point at once.
-            self.statistics.complete_deferred(
-                self._recorder.residual_fn(pl_module, self.statistics.names)
-            )
+            with full_precision(pl_module.device.type):
+                self.statistics.complete_deferred(
+                    self._recorder.residual_fn(pl_module, self.statistics.names)
+                )
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -170,13 +191,13 @@ class NTKCallback(Callback):
             values = self.statistics.log_values()
             if values:
                 log_values(pl_module, values)
-                self._warn_if_invalid()
+                self._report()
         self.statistics.end_step()
 
     @override
     def on_train_end(self, trainer, pl_module):
-        """Report an unusable estimate not yet reported at a logging step."""
-        self._warn_if_invalid()
+        """Report what was not yet reported at a logging step."""
+        self._report()
 
     @override
     def state_dict(self):
@@ -209,11 +230,26 @@ class NTKCallback(Callback):
         statistics.check_names(names)
         if statistics.is_due():
             recorder, solver = self._recorder, self._solver
-            statistics.refresh(
-                recorder.blocks(names),
-                trainable_parameters(solver),
-                lambda chunk: recorder.residual_fn(solver, names, chunk),
-            )
+            params = trainable_parameters(solver)
+
+            def residual_fn(chunk_size):
+                return recorder.residual_fn(solver, names, chunk_size)
+
+            timing = None
+            if not self._refresh_timed:
+                timing = (self._step_start, _now(solver))
+            with full_precision(solver.device.type) as mixed:
+                # Under mixed precision the step's residual was computed in
+                # half precision, too coarse for finite differences and
+                # exact traces: the kernel statistics take it again, in
+                # full precision (one more residual evaluation).
+                if mixed:
+                    blocks = residual_fn(None)(params)
+                else:
+                    blocks = recorder.blocks(names)
+                statistics.refresh(blocks, params, residual_fn)
+            if timing is not None:
+                self._check_refresh_cost(blocks, *timing, _now(solver))
             if statistics.weighting.full_kernel:
                 statistics.check_fixed_points(recorder.inputs())
         return self.weight_tensors
@@ -266,13 +302,72 @@ class NTKCallback(Callback):
         # Lightning's all-reduce works in place: keep the caller's tensor
         return trainer.strategy.reduce(tensor.clone(), reduce_op="sum")
 
-    def _warn_if_invalid(self):
-        if self.statistics.take_invalid_report():
+    def _check_refresh_cost(self, blocks, step_start, refresh_start, end):
+        """Warn once, at the first refresh of a fit, if refreshes would take
+        most of the training time (the weighting judges)."""
+        self._refresh_timed = True
+        # A training step (forward, backward, optimiser) costs about 2.5
+        # times its forward pass: 2.1x on PINA's wave problem with a 3x100
+        # tanh net, 3.3x with 3x500 (CPU). Step 0's forward pass also pays
+        # one-off costs, so this rather underestimates the share.
+        step_seconds = 2.5 * (refresh_start - step_start)
+        message = self.statistics.weighting.refresh_cost_warning(
+            sum(b.numel() for b in blocks), end - refresh_start, step_seconds
+        )
+        if message is not None:
+            rank_zero_warn(message, category=UserWarning)
+
+    def _report(self):
+        """Warn once each about unusable estimates, conditions whose trace
+        is exactly zero and weights clamped to the bounds."""
+        statistics = self.statistics
+        if statistics.take_invalid_report():
             rank_zero_warn(
-                "An NTK trace estimate was non-finite or non-positive; the "
-                "previous weights were kept. Warning once; check "
-                "ntk_trace/* in the logs (a larger warmup_samples, a "
-                "smaller alpha or, for blocks whose trace is far below "
-                "the others', estimator='parameter' steadies the sketch).",
+                "An NTK trace estimate was non-finite or negative (or all "
+                "were zero); the previous weights were kept. Warning once; "
+                "check ntk_trace/* in the logs (a larger warmup_samples, a "
+                "smaller alpha or, for blocks whose trace is far below the "
+                "others', estimator='parameter' steadies the sketch).",
                 category=RuntimeWarning,
             )
+        constant = statistics.take_zero_trace_report()
+        if constant:
+            rank_zero_warn(
+                f"The NTK trace of {constant} is exactly zero: no trainable "
+                "parameter moves their residual, so training cannot reduce "
+                "their loss. They get the weight of a uniform kernel (1 with "
+                "the mean reduction) and the other weights are formed "
+                "without them. Warning once.",
+                category=RuntimeWarning,
+            )
+        clamped = statistics.take_bound_report()
+        if clamped:
+            rank_zero_warn(
+                f"NTK weights were clamped to weight_bounds="
+                f"{statistics.weighting.weight_bounds} (refreshes per "
+                f"condition: {clamped}): the traces differ by more than the "
+                "bounds allow, so those weights are not Tr(K)/Tr(K_cc). "
+                "Widen weight_bounds if that is intended; the count is "
+                "logged as ntk_bound_hits/<condition>. Warning once.",
+                category=RuntimeWarning,
+            )
+
+
+@contextlib.contextmanager
+def full_precision(device_type):
+    """
+    Run the enclosed code without autocast on ``device_type``.
+
+    :param str device_type: ``"cpu"``, ``"cuda"``, ...
+    :return: A context whose value says whether autocast was on.
+    """
+    mixed = torch.is_autocast_enabled(device_type)
+    with torch.autocast(device_type, enabled=False):
+        yield mixed
+
+
+def _now(solver):
+    """Seconds on a clock that waits for the solver's device."""
+    if solver.device.type == "cuda":
+        torch.cuda.synchronize(solver.device)
+    return time.perf_counter()

@@ -95,6 +95,12 @@ class KernelStatistics:
         self._points = None  # inputs of the last step (full-kernel check)
         self._invalid = None  # 0-d bool: an estimate was unusable
         self._warned_invalid = False
+        # (C,) counts of refreshes whose weight the bounds clamped
+        self._bound_hits = None
+        self._warned_bounds = False
+        # (C,) bool: a condition's trace was exactly zero (constant residual)
+        self._zero_trace = None
+        self._warned_zero_trace = False
         # ((entry counts, dtype, device), counts tensor) of this process
         self._counts = None
         # (prepared sample, parameters, global sizes) awaiting the backward
@@ -311,6 +317,7 @@ class KernelStatistics:
             traces, sizes, previous, self.reduction, weighting.weight_bounds
         )
         self._flag_invalid(ok)
+        self._count_bounds_and_zeros(weights, traces, ok)
         guard = weighting.safeguard
         if guard is not None:
             local_sq = sum(torch.dot(r, r) for r in residuals)
@@ -326,6 +333,51 @@ class KernelStatistics:
                 weights = torch.where(accept, weights, previous)
         self._weights = weights.detach()
         self._traces = traces.detach()
+
+    def _count_bounds_and_zeros(self, weights, traces, ok):
+        """Count the conditions whose weight a bound clamped, and flag the
+        ones whose trace is exactly zero (no device synchronisation)."""
+        lower, upper = self.weighting.weight_bounds
+        hits = ok & ((weights <= lower) | (weights >= upper))
+        zero = ok & (traces == 0)
+        if self._bound_hits is None:
+            self._bound_hits = torch.zeros_like(hits, dtype=torch.long)
+            self._zero_trace = torch.zeros_like(zero)
+        # a zero trace takes a fixed weight: not a bound binding
+        self._bound_hits = self._bound_hits + (hits & ~zero).to(torch.long)
+        self._zero_trace = self._zero_trace | zero
+
+    def take_bound_report(self):
+        """
+        The conditions whose weight the bounds clamped so far, once.
+
+        Reads tensors from the device: call it on logging steps only.
+
+        :return: ``{condition: refreshes clamped}``, empty when there is
+            nothing (new) to report.
+        :rtype: dict
+        """
+        if self._warned_bounds or self._bound_hits is None:
+            return {}
+        hits = self.bound_hits
+        if not any(hits.values()):
+            return {}
+        self._warned_bounds = True
+        return {name: count for name, count in hits.items() if count}
+
+    def take_zero_trace_report(self):
+        """
+        The conditions whose trace was exactly zero, once.
+
+        :return: Their names; empty when there is nothing (new) to report.
+        :rtype: list
+        """
+        if self._warned_zero_trace or self._zero_trace is None:
+            return []
+        names = [n for n, z in zip(self.names, self._zero_trace.tolist()) if z]
+        if names:
+            self._warned_zero_trace = True
+        return names
 
     def take_invalid_report(self):
         """
@@ -364,6 +416,19 @@ class KernelStatistics:
         return dict(zip(self.names, self._traces.tolist()))
 
     @property
+    def bound_hits(self):
+        """
+        How many weight refreshes clamped each condition's weight to
+        ``weight_bounds``.
+
+        :return: ``{condition: count}``; empty before the first weights.
+        :rtype: dict
+        """
+        if self._bound_hits is None:
+            return {}
+        return dict(zip(self.names, self._bound_hits.tolist()))
+
+    @property
     def trace_buffer(self):
         """
         The moving average of ``mean diag(K_cc)`` per condition.
@@ -386,7 +451,8 @@ class KernelStatistics:
     def log_values(self):
         """
         The values to log: ``ntk_weight/<condition>``,
-        ``ntk_trace/<condition>`` and, with a started safeguard,
+        ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>`` and, with
+        a started safeguard,
         ``ntk_safeguard/accepted``, ``ntk_safeguard/rejected``,
         ``ntk_safeguard/sum``.
 
@@ -396,9 +462,12 @@ class KernelStatistics:
         if self._weights is None:
             return {}
         values = {}
-        for name, weight, trace in zip(self.names, self._weights, self._traces):
-            values[f"ntk_weight/{name}"] = weight
-            values[f"ntk_trace/{name}"] = trace
+        for index, name in enumerate(self.names):
+            values[f"ntk_weight/{name}"] = self._weights[index]
+            values[f"ntk_trace/{name}"] = self._traces[index]
+            if self._bound_hits is not None:
+                hits = self._bound_hits[index].to(torch.float32)
+                values[f"ntk_bound_hits/{name}"] = hits
         guard = self.weighting.safeguard
         if guard is not None and guard.total is not None:
             values["ntk_safeguard/accepted"] = guard.accepted.to(torch.float32)
@@ -424,6 +493,8 @@ class KernelStatistics:
             "seed": self.seed,
             "invalid": self._invalid,
             "warned_invalid": self._warned_invalid,
+            "bound_hits": self._bound_hits,
+            "zero_trace": self._zero_trace,
         }
 
     def load_state_dict(self, state, device):
@@ -440,6 +511,9 @@ class KernelStatistics:
         self._points = to_device(state["points"], device)
         self._invalid = to_device(state["invalid"], device)
         self._warned_invalid = state["warned_invalid"]
+        # absent from checkpoints written before pina-ntk counted them
+        self._bound_hits = to_device(state.get("bound_hits"), device)
+        self._zero_trace = to_device(state.get("zero_trace"), device)
         self._diag = _restore_average(state["diag"], device)
         self._kernel = _restore_average(state["kernel"], device)
         guard = self.weighting.safeguard

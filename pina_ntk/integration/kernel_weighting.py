@@ -97,6 +97,9 @@ class KernelWeighting(BaseWeighting):
     sample_after_backward = False
     #: Seed of the probe stream (None: drawn from torch's generator).
     seed = None
+    #: Whether samples take finite differences (half-precision parameters
+    #: are refused).
+    needs_full_precision = False
 
     def __init__(self, safeguard, weight_bounds):
         # PINA calls update_weights every step with update_every_n_epochs=1;
@@ -175,6 +178,19 @@ class KernelWeighting(BaseWeighting):
         :rtype: bool
         """
         return True
+
+    def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
+        """
+        A warning when refreshing the statistics would take most of the
+        training time, else ``None``.
+
+        :param int entries: Residual entries of a step.
+        :param float refresh_seconds: Time of the first refresh.
+        :param float step_seconds: Estimated time of a training step
+            without refresh.
+        :rtype: str
+        """
+        return None
 
     def warm_start(self, residual_fn, params, residuals, generator):
         """

@@ -1,5 +1,7 @@
 """Exact NTK weights: :class:`NTKWeighting` (Algorithm 1)."""
 
+import math
+
 from ..core.checks import check_int
 from ..core.estimators import exact_block_traces
 from .kernel_weighting import KernelWeighting
@@ -55,6 +57,35 @@ class NTKWeighting(KernelWeighting):
     def is_due(self, step):
         """:param int step: The step. :rtype: bool"""
         return step % self.update_every_n_steps == 0
+
+    def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
+        """
+        A warning when exact updates would take more than half of the
+        training time: an update differentiates each of the ``entries``
+        residual entries on its own, so its cost grows with the number of
+        points while a training step's barely does.
+
+        :param int entries: Residual entries of a step.
+        :param float refresh_seconds: Time of the first update.
+        :param float step_seconds: Estimated time of a training step
+            without update.
+        :return: The message, or ``None``.
+        :rtype: str
+        """
+        steps_per_update = refresh_seconds / step_seconds
+        period = self.update_every_n_steps
+        share = steps_per_update / (steps_per_update + period)
+        if share <= 0.5:
+            return None
+        return (
+            f"Exact NTK updates would take about {share:.0%} of the training "
+            f"time: one update differentiates the {entries} residual "
+            f"entries one by one ({refresh_seconds:.3g} s, about "
+            f"{steps_per_update:.0f} training steps) and runs every "
+            f"{period} step(s). Use NTKWeighting(update_every_n_steps="
+            f"{math.ceil(steps_per_update)}) or more, or SketchNTKWeighting "
+            "(a sample costs about one more residual evaluation)."
+        )
 
     def prepare_sample(self, params, residuals, generator, scales=None):
         """Exact block traces (they need the graph); see

@@ -162,6 +162,9 @@ class SketchNTKWeighting(KernelWeighting):
         self.sample_after_backward = sample_after_backward
         self.evaluation_chunk_size = evaluation_chunk_size
 
+    #: Finite differences need full-precision parameters.
+    needs_full_precision = True
+
     @property
     def uses_probe_scales(self):
         """

@@ -240,6 +240,7 @@ def run_with_history(
     "weighting",
     [
         lambda: NTKWeighting(update_every_n_steps=2),
+        lambda: NTKWeighting(update_every_n_steps=3),
         lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3, seed=5),
         lambda: SketchNTKWeighting(
             alpha=0.3, warmup_samples=3, seed=5, estimator="parameter"
@@ -255,11 +256,21 @@ def run_with_history(
             balanced_probe=False,
         ),
     ],
-    ids=["exact", "predictor", "parameter", "full-kernel", "plain-probe"],
+    ids=[
+        "exact",
+        "exact-due-at-resume",
+        "predictor",
+        "parameter",
+        "full-kernel",
+        "plain-probe",
+    ],
 )
 def test_checkpoint_resume_continues_with_identical_weights(
     tmp_path, weighting
 ):
+    # The checkpoint is written by a run with max_epochs=3 and resumed with
+    # max_epochs=6, at step 3: between two exact updates (every 2 steps),
+    # at an exact update (every 3 steps), at a sketch sample (every step).
     straight, solver_a, trainer_a = run_with_history(weighting(), steps=6)
     first, _, _ = run_with_history(
         weighting(), steps=3, tmp_path=tmp_path, save=True

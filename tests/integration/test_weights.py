@@ -41,15 +41,38 @@ def test_unknown_reduction_is_rejected():
         ntk_weights(torch.ones(2), torch.ones(2), reduction="none")
 
 
-@pytest.mark.parametrize(
-    "bad", [float("nan"), float("inf"), 0.0, -1.0], ids=str
-)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0], ids=str)
 def test_unusable_traces_keep_previous_weights(bad):
     previous = torch.tensor([0.5, 2.0])
     traces = torch.tensor([1.0, bad])
     weights, ok = guarded_weights(traces, torch.tensor([1.0, 1.0]), previous)
     assert not ok
     assert torch.equal(weights, previous)
+
+
+def test_all_zero_traces_keep_previous_weights():
+    previous = torch.tensor([0.5, 2.0])
+    weights, ok = guarded_weights(torch.zeros(2), torch.ones(2), previous)
+    assert not ok
+    assert torch.equal(weights, previous)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_zero_trace_takes_the_uniform_kernels_weight(reduction):
+    # a residual no parameter moves: Tr(K_cc) = 0, Tr(K)/Tr(K_cc) infinite
+    traces = torch.tensor([4.0, 0.0, 1.0])
+    sizes = torch.tensor([2.0, 3.0, 1.0])
+    weights, ok = guarded_weights(traces, sizes, torch.ones(3), reduction)
+    assert ok
+    uniform = ntk_weights(sizes, sizes, reduction)  # 1, or 1/n_c with sum
+    assert weights[1] == uniform[1]
+    # the others: mean diag(K) over all six entries (the zero block adds
+    # nothing to Tr(K)) over their own mean diagonal
+    mean_diag = 5.0 / 6.0
+    expected = torch.tensor([mean_diag / 2.0, mean_diag / 1.0])
+    if reduction == "sum":
+        expected = expected / torch.tensor([2.0, 1.0])
+    assert torch.allclose(weights[[0, 2]], expected)
 
 
 def test_weights_are_clamped_to_bounds():
