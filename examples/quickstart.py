@@ -15,7 +15,7 @@ from pina.model import FeedForward
 from pina.problem.zoo import AcousticWaveProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
-from pina_ntk import NTKCallback, SketchNTKWeighting, solver_ntk_weights
+from pina_ntk import SketchNTKWeighting, solver_ntk_weights
 
 
 def main(argv=None):
@@ -35,12 +35,11 @@ def main(argv=None):
     solver = PhysicsInformedSingleModelSolver(
         problem, model, weighting=weighting
     )
-    callback = NTKCallback()
+    # the weighting brings its NTKCallback: no callbacks to pass
     trainer = Trainer(
         solver,
         max_epochs=args.steps,
         accelerator="cpu",
-        callbacks=[callback],
         enable_progress_bar=False,
         enable_model_summary=False,
         logger=False,
@@ -54,7 +53,7 @@ def main(argv=None):
     exact = solver_ntk_weights(solver)
     print(f"\nweights after {args.steps} steps (sketch vs exact at final θ):")
     for name, w_exact in exact.items():
-        sketch = callback.weights[name]
+        sketch = float(solver.weighting.last_saved_weights()[name])
         print(f"  {name:>10s}: sketch {sketch:.4f}  exact {w_exact:.4f}")
     print(f"final loss: {float(trainer.callback_metrics['train_loss']):.4e}")
 

@@ -17,7 +17,9 @@ Public API (importable from ``pina_ntk`` itself):
 
 * :class:`NTKWeighting`, :class:`SketchNTKWeighting`: pass as
   ``weighting=...`` to a PINA single-model solver;
-* :class:`NTKCallback`: add to ``pina.Trainer(callbacks=[...])``;
+* :class:`NTKCallback`: drives the weightings; the solver adds it to its
+  trainer by itself (pass one to ``pina.Trainer(callbacks=[...])`` to set
+  its options);
 * :class:`SpacedUpdateSafeguard`: the spaced-update rule;
 * :func:`ntk_traces`, :func:`solver_ntk_weights`: per-condition kernel
   traces and weights at the current parameters, for diagnostics;

@@ -24,6 +24,11 @@ class NTKCallback(Callback):
     """
     Computes NTK weights inside each PINA training step.
 
+    A solver built with a pina-ntk weighting adds one to its trainer by
+    itself (through Lightning's ``configure_callbacks``); pass one to
+    ``pina.Trainer(callbacks=[...])`` only to set its options, and it is
+    used instead.
+
     On every training batch it records the residual each condition's
     ``evaluate`` returns (reusing the step's own forward pass) and hands it
     to its :class:`~pina_ntk.integration.kernel_statistics.KernelStatistics`,
@@ -67,7 +72,7 @@ class NTKCallback(Callback):
         >>> solver = PhysicsInformedSingleModelSolver(
         ...     problem, model, weighting=SketchNTKWeighting())  # doctest: +SKIP
         >>> trainer = Trainer(solver, max_epochs=500,
-        ...                   callbacks=[NTKCallback()])  # doctest: +SKIP
+        ...     callbacks=[NTKCallback(log_every_n_steps=10)])  # doctest: +SKIP
         >>> trainer.train()  # doctest: +SKIP
     """
 

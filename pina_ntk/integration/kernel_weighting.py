@@ -10,6 +10,10 @@ average, safeguard) live in the callback's
 
 The contract between weighting and callback, in full:
 
+* when PINA attaches the weighting to a solver, the weighting makes the
+  solver offer an :class:`~pina_ntk.NTKCallback` through Lightning's
+  ``configure_callbacks`` (:func:`~pina_ntk.integration.pina_adapter.
+  offer_callback`), unless the trainer was given one;
 * the callback calls :meth:`KernelWeighting.connect` once, in ``setup``;
 * the weighting calls the callback's ``weights_for_step(losses)`` from inside
   PINA's loss aggregation of a training step, and reads its
@@ -31,6 +35,7 @@ from pina.weighting import BaseWeighting
 
 from ..core.estimators import balanced_probe_scales
 from ..core.safeguard import SpacedUpdateSafeguard
+from .pina_adapter import offer_callback
 
 
 def make_safeguard(safeguard):
@@ -102,12 +107,29 @@ class KernelWeighting(BaseWeighting):
     needs_full_precision = False
 
     def __init__(self, safeguard, weight_bounds):
+        self._attached_solver = None
         # PINA calls update_weights every step with update_every_n_epochs=1;
         # when statistics are refreshed is decided per optimisation step here.
         super().__init__(update_every_n_epochs=1, aggregator="sum")
         self.safeguard = make_safeguard(safeguard)
         self.weight_bounds = check_bounds(weight_bounds)
         self._driver = None
+
+    @property
+    def _solver(self):
+        # PINA's own field: BaseWeighting.__init__ and the solver's set-up
+        # write it; reading it back is PINA's `solver` property.
+        return self._attached_solver
+
+    @_solver.setter
+    def _solver(self, solver):
+        # The moment PINA attaches this weighting to a solver: from then on
+        # the solver brings its NTKCallback to any Trainer (zero set-up).
+        self._attached_solver = solver
+        if solver is not None:
+            from .callback import NTKCallback
+
+            offer_callback(solver, NTKCallback)
 
     @property
     def driver(self):
@@ -147,8 +169,10 @@ class KernelWeighting(BaseWeighting):
         """
         if self._driver is None:
             raise RuntimeError(
-                f"{type(self).__name__} needs its Lightning callback: pass "
-                "callbacks=[pina_ntk.NTKCallback()] to pina.Trainer(...)."
+                f"{type(self).__name__} needs its Lightning callback, which "
+                "the solver adds through configure_callbacks; it was not "
+                "set up (a solver whose configure_callbacks was replaced?). "
+                "Pass callbacks=[pina_ntk.NTKCallback()] to pina.Trainer(...)."
             )
         if (
             not self.solver.trainer.training

@@ -6,6 +6,9 @@ from ..core.checks import check_int
 from ..core.estimators import exact_block_traces
 from .kernel_weighting import KernelWeighting
 
+#: Share of the training time in exact updates above which they warn.
+EXACT_SHARE_WARNING = 0.8
+
 
 class NTKWeighting(KernelWeighting):
     """
@@ -33,11 +36,11 @@ class NTKWeighting(KernelWeighting):
     :Example:
         >>> from pina import Trainer
         >>> from pina.solver import PhysicsInformedSingleModelSolver
-        >>> from pina_ntk import NTKWeighting, NTKCallback
+        >>> from pina_ntk import NTKWeighting
         >>> solver = PhysicsInformedSingleModelSolver(
         ...     problem, model, weighting=NTKWeighting(update_every_n_steps=100)
         ... )  # doctest: +SKIP
-        >>> Trainer(solver, max_epochs=1000, callbacks=[NTKCallback()]).train()
+        >>> Trainer(solver, max_epochs=1000).train()  # brings its NTKCallback
         ... # doctest: +SKIP
     """
 
@@ -60,8 +63,9 @@ class NTKWeighting(KernelWeighting):
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
         """
-        A warning when exact updates would take more than half of the
-        training time: an update differentiates each of the ``entries``
+        A warning when exact updates would take most (over
+        :data:`EXACT_SHARE_WARNING`) of the training time: an update
+        differentiates each of the ``entries``
         residual entries on its own, so its cost grows with the number of
         points while a training step's barely does.
 
@@ -75,7 +79,7 @@ class NTKWeighting(KernelWeighting):
         steps_per_update = refresh_seconds / step_seconds
         period = self.update_every_n_steps
         share = steps_per_update / (steps_per_update + period)
-        if share <= 0.5:
+        if share <= EXACT_SHARE_WARNING:
             return None
         return (
             f"Exact NTK updates would take about {share:.0%} of the training "
@@ -83,7 +87,8 @@ class NTKWeighting(KernelWeighting):
             f"entries one by one ({refresh_seconds:.3g} s, about "
             f"{steps_per_update:.0f} training steps) and runs every "
             f"{period} step(s). Use NTKWeighting(update_every_n_steps="
-            f"{math.ceil(steps_per_update)}) or more, or SketchNTKWeighting "
+            f"{math.ceil(steps_per_update)}) or more (half the time), or "
+            "SketchNTKWeighting "
             "(a sample costs about one more residual evaluation)."
         )
 

@@ -2,8 +2,12 @@
 
 Each private field of PINA that pina-ntk needs is read by exactly one
 function here, so a change in PINA is mended in one place; the rest of the
-package uses these functions and PINA's public API.
+package uses these functions and PINA's public API. :func:`offer_callback`
+is the one place that gives a PINA solver something it lacks (Lightning's
+``configure_callbacks``).
 """
+
+from collections.abc import Sequence
 
 import torch
 from pina.solver import SingleModelSolver
@@ -22,6 +26,36 @@ def solver_reduction(solver):
     :rtype: str
     """
     return solver._reduction
+
+
+def offer_callback(solver, callback_type):
+    """
+    Make ``solver`` contribute a ``callback_type()`` to every ``Trainer`` that
+    fits it, through Lightning's ``LightningModule.configure_callbacks``,
+    unless the trainer holds a ``callback_type`` already (the user's, with
+    options, is then used; never two).
+
+    PINA's solvers do not define ``configure_callbacks``; the solver
+    instance gets one that returns what its class's returns plus the
+    callback. Lightning calls it once per ``fit``, before restoring a
+    checkpoint, so the callback's state is restored as usual.
+
+    :param solver: A PINA solver.
+    :param type callback_type: The callback class, built without arguments.
+    """
+    configure_class_callbacks = solver.configure_callbacks
+
+    def configure_callbacks():
+        callbacks = configure_class_callbacks() or []
+        if not isinstance(callbacks, Sequence):
+            callbacks = [callbacks]
+        callbacks = list(callbacks)
+        present = list(solver.trainer.callbacks) + callbacks
+        if not any(isinstance(c, callback_type) for c in present):
+            callbacks.append(callback_type())
+        return callbacks
+
+    solver.configure_callbacks = configure_callbacks
 
 
 def refinement_conditions(refinement):

@@ -109,11 +109,11 @@ class SketchNTKWeighting(KernelWeighting):
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
-        >>> from pina_ntk import SketchNTKWeighting, NTKCallback
+        >>> from pina_ntk import SketchNTKWeighting
         >>> weighting = SketchNTKWeighting(alpha=1e-3, warmup_samples=32)
         >>> solver = PhysicsInformedSingleModelSolver(
         ...     problem, model, weighting=weighting)  # doctest: +SKIP
-        >>> Trainer(solver, callbacks=[NTKCallback()]).train()  # doctest: +SKIP
+        >>> Trainer(solver).train()  # doctest: +SKIP
     """
 
     def __init__(

@@ -303,7 +303,9 @@ def test_discretisation_error_order(float64, difference, order):
     residuals = fn(params)
     gen = torch.Generator().manual_seed(7)
     probes = [sample_probe(residuals, generator=gen) for _ in range(4)]
-    theta_norm = math.sqrt(sum(float(p.pow(2).sum()) for p in params.values()))
+    theta_norm = math.sqrt(
+        sum(float(p.detach().pow(2).sum()) for p in params.values())
+    )
     v_norm = float(np.linalg.norm(jac.T @ torch.cat(probes[0]).numpy()))
     base = theta_norm / v_norm
     steps = [base * s for s in (3e-2, 1e-2, 3e-3, 1e-3)]

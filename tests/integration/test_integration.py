@@ -299,8 +299,11 @@ def test_checkpoint_resume_continues_with_identical_weights(
 
 
 # ------------------------------------------------------------ mis-use
-def test_forgetting_the_callback_says_how_to_fix_it():
+def test_a_solver_that_never_offers_the_callback_says_how_to_fix_it():
+    # The callback comes through configure_callbacks; a solver whose
+    # configure_callbacks offers nothing leaves the weighting without it.
     solver = make_solver("poisson", weighting=SketchNTKWeighting())
+    solver.configure_callbacks = list
     trainer = make_trainer(solver, steps=1, ntk=False)
     with pytest.raises(
         RuntimeError, match=r"callbacks=\[pina_ntk.NTKCallback\(\)\]"

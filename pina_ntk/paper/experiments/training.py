@@ -18,7 +18,6 @@ from pina.optim import TorchOptimizer, TorchScheduler
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from ...core.checks import check_choice
-from ...integration.callback import NTKCallback
 from ...integration.resampling import ResampleCallback, discretise_conditions
 from .models import ScaledMLP, input_box
 from .settings import WEIGHTINGS, make_weighting
@@ -33,9 +32,8 @@ def _step_loss(outputs):
 class _History(Callback):
     """Records the loss and the NTK weights every ``every`` steps."""
 
-    def __init__(self, every, ntk=None):
+    def __init__(self, every):
         self.every = every
-        self.ntk = ntk
         self.steps, self.losses, self.weights = [], [], []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -44,8 +42,21 @@ class _History(Callback):
             return
         self.steps.append(step)
         self.losses.append(_step_loss(outputs))
-        if self.ntk is not None:
-            self.weights.append(self.ntk.weights)
+        weights = ntk_weights_of(pl_module)
+        if weights:
+            self.weights.append(weights)
+
+
+def ntk_weights_of(solver):
+    """
+    The current NTK weights of a solver (empty without NTK weighting).
+
+    :param solver: A PINA solver.
+    :return: ``{condition: float}``.
+    :rtype: dict
+    """
+    driver = getattr(solver.weighting, "driver", None)
+    return {} if driver is None else driver.weights
 
 
 class _Progress(Callback):
@@ -150,9 +161,9 @@ def train_pinn(problem, weighting, settings, progress=False):
         ),
         weighting=make_weighting(weighting, settings),
     )
-    ntk = NTKCallback() if weighting != "none" else None
-    history = _History(settings.history_every, ntk)
-    callbacks = [history] + ([ntk] if ntk is not None else [])
+    # a pina-ntk weighting brings its NTKCallback by itself
+    history = _History(settings.history_every)
+    callbacks = [history]
     if settings.resample_every > 0:
         callbacks.append(ResampleCallback(settings.resample_every, counts))
     if progress:
@@ -171,7 +182,7 @@ def train_pinn(problem, weighting, settings, progress=False):
         steps=history.steps,
         losses=history.losses,
         weights=history.weights,
-        final_weights={} if ntk is None else ntk.weights,
+        final_weights=ntk_weights_of(solver),
     )
 
 
