@@ -19,6 +19,11 @@ import sys
 from dataclasses import fields, replace
 
 from ..core.estimators import ESTIMATORS
+
+#: Default torch CPU threads of the command. The experiments' networks are
+#: small: on a 2-core machine one thread ran the wave quick run in 1.3-2.9 s
+#: while two took 18-51 s with other processes busy (README, "Threads").
+DEFAULT_THREADS = 1
 from .experiments.settings import SAFEGUARDS, WEIGHTINGS
 from .experiments.qtensor import QTensorSettings
 from .experiments.wave import WaveSettings
@@ -143,7 +148,12 @@ def _add_common(parser):
     )
     parser.add_argument("--seed", type=_non_negative_int, help="random seed")
     parser.add_argument(
-        "--threads", type=_positive_int, help="torch CPU threads"
+        "--threads",
+        type=_positive_int,
+        default=DEFAULT_THREADS,
+        help="torch CPU threads (default: %(default)s; one thread is the "
+        "fastest for these small networks on a shared machine, see the "
+        "README)",
     )
     parser.add_argument(
         "--accelerator",
@@ -254,25 +264,54 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     settings = _settings(args, parser)
+    missing = _missing_extra(args.experiment)
+    if missing is not None:
+        print(f"pina-ntk {args.experiment}: {missing}", file=sys.stderr)
+        return 1
     import torch
 
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     output_dir = args.output_dir or f"pina-ntk-runs/{args.experiment}"
-    progress = not args.no_progress
     if args.experiment == "wave":
-        from .experiments.wave import run_wave, save_wave_outputs
-
-        results = run_wave(settings, progress=progress)
-        written = save_wave_outputs(results, output_dir)
+        from .experiments.wave import run_wave as run
+        from .experiments.wave import save_wave_outputs as save
     else:
-        from .experiments.qtensor import run_qtensor, save_qtensor_outputs
+        from .experiments.qtensor import run_qtensor as run
+        from .experiments.qtensor import save_qtensor_outputs as save
 
-        results = run_qtensor(settings, progress=progress)
-        written = save_qtensor_outputs(results, output_dir)
+    written = []
+
+    def write(results):
+        # after each PINN: what finished survives an interrupt
+        written[:] = save(results, output_dir)
+
+    try:
+        results = run(settings, progress=not args.no_progress, on_result=write)
+    except KeyboardInterrupt:
+        kept = (
+            ", ".join(str(p) for p in written) or "nothing (no PINN finished)"
+        )
+        print(f"\ninterrupted; kept {kept}", file=sys.stderr)
+        return 130
     print(results.table())
     print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _missing_extra(experiment):
+    """One line naming the extra an experiment needs, or ``None``."""
+    if experiment != "qtensor":
+        return None
+    try:
+        import scipy  # noqa: F401
+        import skfem  # noqa: F401
+    except ModuleNotFoundError as error:
+        return (
+            f"needs {error.name!r} for its finite-element reference; install "
+            'the fem extra: pip install ".[fem]" (from a clone of '
+            'pina-ntk) or pip install "pina-ntk[fem]"'
+        )
+    return None
 
 
 if __name__ == "__main__":

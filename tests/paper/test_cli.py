@@ -290,3 +290,62 @@ def test_help_shows_each_experiments_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "NTK recomputations (default: 500)" in text
     assert "(default: none exact sketch)" in text
+
+
+def test_each_finished_pinn_is_kept_when_interrupted(tmp_path, monkeypatch):
+    import json
+
+    from pina_ntk.paper.experiments import training
+
+    original = training.train_pinn
+    calls = []
+
+    def interrupted_second(problem, weighting, settings, progress=False):
+        calls.append(weighting)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return original(problem, weighting, settings, progress)
+
+    monkeypatch.setattr(training, "train_pinn", interrupted_second)
+    out = tmp_path / "run"
+    status = main(
+        ["wave", "--quick", "--no-progress", "--output-dir", str(out)]
+    )
+    assert status == 130
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["results"]) == ["none"]  # the first PINN finished
+    assert (out / "solutions.png").exists()
+
+
+def test_threads_default_to_one_and_are_recorded(tmp_path):
+    import json
+
+    import torch
+
+    parser = build_parser()
+    assert parser.parse_args(["wave"]).threads == 1
+    out = tmp_path / "run"
+    assert (
+        main(
+            [
+                "wave",
+                "--quick",
+                "--weighting",
+                "none",
+                "--no-progress",
+                "--output-dir",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["torch_threads"] == 1 == torch.get_num_threads()
+
+
+def test_a_missing_extra_is_named_in_one_line(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "skfem", None)  # as if not installed
+    assert main(["qtensor", "--quick"]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1
+    assert "'skfem'" in error and '".[fem]"' in error

@@ -25,7 +25,8 @@ def run_summary(run):
 
 def save_outputs(results, output_dir, figures, dpi=120):
     """
-    Write one PNG per figure maker and ``metrics.json``.
+    Write one PNG per figure maker and ``metrics.json`` (the results'
+    metrics and ``torch_threads``).
 
     :param results: The experiment's results (with a ``metrics()`` method).
     :param output_dir: The folder (created if missing).
@@ -45,8 +46,11 @@ def save_outputs(results, output_dir, figures, dpi=120):
         fig.savefig(path, dpi=dpi)
         plt.close(fig)
         written.append(path)
+    metrics = results.metrics()
+    # the threads the PINNs trained with: wall times depend on them
+    metrics["torch_threads"] = torch.get_num_threads()
     path = folder / "metrics.json"
-    path.write_text(json.dumps(results.metrics(), indent=2))
+    path.write_text(json.dumps(metrics, indent=2))
     written.append(path)
     return written
 

@@ -211,29 +211,40 @@ def fem_reference(settings, problem=None):
     )
 
 
-def run_qtensor(settings=None, progress=False):
+def run_qtensor(settings=None, progress=False, on_result=None):
     """
     Train the requested PINNs on the Q-tensor problem and compare them with
     the finite-element reference.
 
     :param QTensorSettings settings: Default :class:`QTensorSettings()`.
     :param bool progress: Show progress bars.
+    :param callable on_result: Called with the results so far after each
+        PINN is trained and evaluated (the command writes them at once, so
+        an interrupt keeps what finished). Default ``None``.
     :return: The results.
     :rtype: QTensorResults
     """
     settings = settings or QTensorSettings()
     problem = QTensorProblem()
     reference = fem_reference(settings, problem)
-    runs = train_runs(settings, progress)
     s = problem.half_width
     axis = np.linspace(-s, s, settings.grid)
     xx, yy = np.meshgrid(axis, axis, indexing="ij")
     times = sorted(set(FIGURE_TIMES) | set(settings.error_times))
-    fields, errors = {}, {name: {} for name in runs}
+    points = {}
+    results = QTensorResults(
+        settings=settings,
+        runs={},
+        reference=reference,
+        fem_wall_time=reference.solve_time,
+        axis=axis,
+        fields={},
+        errors={},
+    )
     for t in times:
         fem = reference.evaluate(xx, yy, t)
-        fields[("fem", t)] = (fem[..., 0], fem[..., 1])
-        points = grid_points(
+        results.fields[("fem", t)] = (fem[..., 0], fem[..., 1])
+        points[t] = grid_points(
             ["x", "y", "t"],
             [
                 torch.as_tensor(axis, dtype=torch.float32),
@@ -241,42 +252,46 @@ def run_qtensor(settings=None, progress=False):
                 torch.tensor([float(t)]),
             ],
         )
-        for name, run in runs.items():
-            prediction = run.predict(points).numpy().reshape(*xx.shape, 2)
-            fields[(name, t)] = (prediction[..., 0], prediction[..., 1])
+    for name, run in train_runs(settings, progress):
+        results.runs[name] = run
+        results.errors[name] = {}
+        for t in times:
+            prediction = run.predict(points[t]).numpy().reshape(*xx.shape, 2)
+            results.fields[(name, t)] = (prediction[..., 0], prediction[..., 1])
             if t in settings.error_times:
-                errors[name][t] = relative_l2(
-                    torch.as_tensor(prediction), torch.as_tensor(fem)
+                fem = results.fields[("fem", t)]
+                results.errors[name][t] = relative_l2(
+                    torch.as_tensor(prediction),
+                    torch.as_tensor(np.stack(fem, axis=-1)),
                 )
-    return QTensorResults(
-        settings=settings,
-        runs=runs,
-        reference=reference,
-        fem_wall_time=reference.solve_time,
-        axis=axis,
-        fields=fields,
-        errors=errors,
-    )
+        if on_result is not None:
+            on_result(results)
+    return results
 
 
 def plot_directors(results, times=FIGURE_TIMES, arrows=17):
     """
-    The paper's figure: contours of ``|λ1 (v1 · e_x)|`` with the director
-    ``v1`` as a quiver, one column per model (and the FEM), one row per time.
+    The paper's figure: filled contours of the light intensity
+    ``|λ1 (v1 · e_x)|`` with the director ``v1`` drawn as white headless
+    segments, one column per model (and the FEM), one row per time. One
+    labelled colourbar serves every panel (they share the levels); the key
+    to the segments sits below the panels.
 
     :param QTensorResults results: The results.
     :param tuple times: The rows' times.
-    :param int arrows: Director arrows per axis.
+    :param int arrows: Director segments per axis.
     :return: The figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib import patheffects
+    from matplotlib.lines import Line2D
 
     sources = list(results.runs) + ["fem"]
-    titles = {**LABELS, "fem": "FEM"}
+    titles = {**LABELS, "fem": "FEM reference"}
     fig, axes = plt.subplots(
         len(times),
         len(sources),
-        figsize=(4.2 * len(sources), 3.8 * len(times)),
+        figsize=(3.9 * len(sources) + 1.4, 3.7 * len(times) + 1.2),
         squeeze=False,
         layout="constrained",
     )
@@ -306,27 +321,71 @@ def plot_directors(results, times=FIGURE_TIMES, arrows=17):
             )
             ax.set_aspect("equal")
             ax.set_title(f"{titles[source]}, t = {t:g}", fontsize=10)
-        fig.colorbar(contour, ax=row.tolist(), shrink=0.8)
+            ax.set_xlabel("x")
+            ax.set_ylabel("y")
+    bar = fig.colorbar(contour, ax=axes.ravel().tolist(), shrink=0.6)
+    bar.set_label(
+        r"light intensity $|\lambda_1\,(v_1 \cdot e_x)|$ "
+        "between crossed polarisers"
+    )
+    director = Line2D(
+        [],
+        [],
+        color="white",
+        lw=2,
+        path_effects=[patheffects.withStroke(linewidth=4, foreground="k")],
+        label=(
+            r"director $v_1$: eigenvector of the positive eigenvalue "
+            r"$\lambda_1$ of $Q$ (a headless segment: $v_1$ and $-v_1$ "
+            "are the same orientation)"
+        ),
+    )
+    fig.legend(handles=[director], loc="outside lower center", fontsize=9)
+    fig.suptitle(
+        r"Q-tensor flow on $(-2, 2)^2$: light intensity (colour) and "
+        "director field (segments), one column per model, one row per time"
+    )
     return fig
 
 
 def plot_losses(results):
     """
-    Training loss of each PINN (weighted for the NTK-PINN).
+    The training loss of each PINN against the step. The two losses are not
+    the same quantity, and the legend says so: the PINN minimises the
+    unweighted sum of its condition losses, an NTK-PINN the sum weighted by
+    its NTK weights, ``sum_c w_c L_c``.
 
     :param QTensorResults results: The results.
     :return: The figure.
     """
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4.8), layout="constrained")
     for name, run in results.runs.items():
-        ax.plot(run.steps, run.losses, label=LABELS[name])
+        if name == "none":
+            what = r"unweighted training loss $\Sigma_c\, L_c$"
+        else:
+            what = (
+                r"weighted training loss $\Sigma_c\, w_c L_c$ "
+                f"({'exact ' if name == 'exact' else ''}NTK weights)"
+            )
+        ax.plot(run.steps, run.losses, label=f"{LABELS[name]}: {what}")
     ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("training loss")
-    ax.legend()
-    fig.tight_layout()
+    ax.set_xlabel("training step (Adam iteration)")
+    ax.set_ylabel("training loss (log scale)")
+    ax.set_title(
+        "Q-tensor flow: training losses\n"
+        r"$L_c$: mean squared residual of condition $c$ on that step's "
+        "points",
+        fontsize=10,
+    )
+    fig.legend(
+        loc="outside lower center",
+        fontsize=9,
+        title="different objectives: compare the models' errors, not these "
+        "curves",
+        title_fontsize=9,
+    )
     return fig
 
 

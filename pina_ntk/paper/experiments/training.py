@@ -188,18 +188,19 @@ def train_pinn(problem, weighting, settings, progress=False):
 
 def train_runs(settings, progress=False):
     """
-    Train one PINN per weighting of ``settings``, each on a fresh problem.
+    Train one PINN per weighting of ``settings``, each on a fresh problem,
+    yielding each as soon as it is trained.
 
     :param ExperimentSettings settings: The settings.
     :param bool progress: Show progress bars.
-    :return: ``{weighting: TrainResult}`` in the order of
+    :return: ``(weighting, TrainResult)`` pairs in the order of
         ``settings.weightings``.
-    :rtype: dict
+    :rtype: iterator
     """
-    return {
-        name: train_pinn(settings.problem_class(), name, settings, progress)
-        for name in settings.weightings
-    }
+    for name in settings.weightings:
+        yield name, train_pinn(
+            settings.problem_class(), name, settings, progress
+        )
 
 
 def make_trainer(solver, steps, callbacks, accelerator="cpu"):

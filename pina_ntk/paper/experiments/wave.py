@@ -120,88 +120,132 @@ class WaveResults:
         return "\n".join(rows)
 
 
-def run_wave(settings=None, progress=False):
+def run_wave(settings=None, progress=False, on_result=None):
     """
     Train the requested PINNs on the wave problem and evaluate them.
 
     :param WaveSettings settings: Default :class:`WaveSettings()`.
     :param bool progress: Show progress bars.
+    :param callable on_result: Called with the results so far after each
+        PINN is trained and evaluated (the command writes them at once, so
+        an interrupt keeps what finished). Default ``None``.
     :return: The results.
     :rtype: WaveResults
     """
     settings = settings or WaveSettings()
-    runs = train_runs(settings, progress)
     x = torch.linspace(0.0, 1.0, settings.grid)
     t = torch.linspace(0.0, 1.0, settings.grid)
     points = grid_points(["x", "t"], [x, t])
     problem = WaveProblem()
     exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
     shape = (len(x), len(t))
-    predictions, errors = {}, {}
-    for name, run in runs.items():
-        prediction = run.predict(points)
-        errors[name] = relative_l2(prediction, exact)
-        predictions[name] = prediction.reshape(shape).numpy()
-    return WaveResults(
+    results = WaveResults(
         settings=settings,
-        runs=runs,
+        runs={},
         x=x.numpy(),
         t=t.numpy(),
         exact=exact.reshape(shape).numpy(),
-        predictions=predictions,
-        errors=errors,
+        predictions={},
+        errors={},
     )
+    for name, run in train_runs(settings, progress):
+        prediction = run.predict(points)
+        results.runs[name] = run
+        results.errors[name] = relative_l2(prediction, exact)
+        results.predictions[name] = prediction.reshape(shape).numpy()
+        if on_result is not None:
+            on_result(results)
+    return results
 
 
 def plot_weights(results, ax=None):
     """
-    NTK weight trajectories: exact dashed, sketch solid, one colour per
-    condition (the paper's figure).
+    NTK weight trajectories (the paper's figure): one colour per condition,
+    exact weights dashed, sketched weights solid, on a log scale. The legend
+    sits beside the axes, so no curve is hidden behind it.
 
     :param WaveResults results: The results.
     :param ax: A matplotlib axis; a new figure if ``None``.
     :return: The figure.
     """
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     if ax is None:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
+        fig, ax = plt.subplots(figsize=(10, 4.5), layout="constrained")
     else:
         fig = ax.figure
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    styles = {"exact": "--", "sketch": "-"}
-    for kind, style in styles.items():
+    settings = results.settings
+    estimator = "parameter-space sketch"
+    if settings.estimator == "predictor":
+        probe = "balanced" if settings.balanced_probe else "plain"
+        estimator = f"predictor sketch, {probe} probe"
+    styles = {
+        "exact": (
+            "--",
+            f"exact NTK (recomputed every {settings.exact_every} steps)",
+        ),
+        "sketch": (
+            "-",
+            f"sketched NTK ({estimator},\n"
+            f"moving average α = {settings.alpha:g})",
+        ),
+    }
+    conditions, drawn = [], []
+    for kind, (style, _) in styles.items():
         run = results.runs.get(kind)
         if run is None or not run.weights:
             continue
-        names = list(run.weights[0])
-        for i, name in enumerate(names):
-            values = [w[name] for w in run.weights]
+        drawn.append(kind)
+        for name in run.weights[0]:
+            if name not in conditions:
+                conditions.append(name)
+            colour = colours[conditions.index(name) % len(colours)]
             ax.plot(
                 run.steps,
-                values,
+                [w[name] for w in run.weights],
                 style,
-                color=colours[i % len(colours)],
-                label=f"{name} ({kind})",
+                color=colour,
                 # exact weights change only when recomputed
                 drawstyle="steps-post" if kind == "exact" else "default",
             )
     ax.set_yscale("log")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("loss weight")
-    ax.set_title("NTK loss weights: exact (dashed) and sketched (solid)")
-    if ax.lines:
-        ax.legend(fontsize=7, ncol=2)
-    else:  # no NTK-weighted PINN among the runs
+    ax.set_xlabel("training step (Adam iteration)")
+    ax.set_ylabel(r"loss weight $w_c$ of condition $c$ (log scale)")
+    ax.set_title("Wave equation: NTK loss weights during training")
+    if not drawn:  # no NTK-weighted PINN among the runs
         ax.text(0.5, 0.5, "no NTK weights", ha="center", transform=ax.transAxes)
-    fig.tight_layout()
+        return fig
+    handles = [
+        Line2D([], [], color=colours[i % len(colours)], lw=2, label=name)
+        for i, name in enumerate(conditions)
+    ]
+    handles.append(Line2D([], [], ls="none", label=""))  # spacer
+    handles += [
+        Line2D([], [], color="0.2", ls=styles[kind][0], label=styles[kind][1])
+        for kind in drawn
+    ]
+    ax.legend(
+        handles=handles,
+        title=(
+            r"$w_c$ = mean diag $K$ / mean diag $K_{cc}$"
+            "\nK: neural tangent kernel; colour: condition c"
+        ),
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+        title_fontsize=8,
+    )
     return fig
 
 
 def plot_solutions(results):
     """
-    Prediction, exact solution and absolute error of each PINN over
-    ``(t, x)``.
+    Prediction, exact solution and absolute error of each PINN over the
+    ``(t, x)`` square, one row per PINN, each panel with a labelled
+    colourbar.
 
     :param WaveResults results: The results.
     :return: The figure.
@@ -210,23 +254,41 @@ def plot_solutions(results):
 
     names = list(results.runs)
     fig, axes = plt.subplots(
-        len(names), 3, figsize=(12, 3.2 * len(names)), squeeze=False
+        len(names),
+        3,
+        figsize=(12, 3.2 * len(names) + 0.6),
+        squeeze=False,
+        layout="constrained",
     )
     extent = [results.t[0], results.t[-1], results.x[0], results.x[-1]]
     limit = np.abs(results.exact).max()
     for row, name in zip(axes, names):
         prediction = results.predictions[name]
         panels = (
-            (prediction, f"{LABELS[name]}", "RdBu_r", (-limit, limit)),
-            (results.exact, "exact", "RdBu_r", (-limit, limit)),
+            (
+                prediction,
+                f"{LABELS[name]}: prediction",
+                r"predicted $u_\theta(x, t)$",
+                "RdBu_r",
+                (-limit, limit),
+            ),
+            (
+                results.exact,
+                "exact solution",
+                r"exact $u(x, t)$",
+                "RdBu_r",
+                (-limit, limit),
+            ),
             (
                 np.abs(prediction - results.exact),
-                f"|error|, rel. L2 {results.errors[name]:.2e}",
+                f"{LABELS[name]}: |error|, "
+                f"relative L2 {results.errors[name]:.2e}",
+                r"$|u_\theta - u|$ (own scale per row)",
                 "viridis",
                 (None, None),
             ),
         )
-        for ax, (values, title, cmap, (low, high)) in zip(row, panels):
+        for ax, (values, title, label, cmap, (low, high)) in zip(row, panels):
             image = ax.imshow(
                 values,
                 origin="lower",
@@ -237,10 +299,13 @@ def plot_solutions(results):
                 vmax=high,
             )
             ax.set_title(title, fontsize=10)
-            ax.set_xlabel("t")
-            ax.set_ylabel("x")
-            fig.colorbar(image, ax=ax)
-    fig.tight_layout()
+            ax.set_xlabel("time t")
+            ax.set_ylabel("position x")
+            fig.colorbar(image, ax=ax).set_label(label)
+    fig.suptitle(
+        r"Wave equation $u_{tt} = 4u_{xx}$: each PINN's prediction, "
+        "the exact solution and the pointwise error"
+    )
     return fig
 
 
