@@ -95,10 +95,10 @@ def guarded_weights(
 
     If the estimates are unusable (:func:`usable_traces`) the ``previous``
     weights are returned unchanged; otherwise :func:`ntk_weights` clamped to
-    ``bounds`` (the paper's Assumption 3.2, bounded ``Lambda``). A condition
-    whose trace is exactly zero has a residual that no parameter moves: its
-    gradient is zero whatever its weight, and ``Tr(K)/Tr(K_cc)`` is
-    infinite. It gets the weight of a uniform kernel diagonal instead
+    ``bounds`` (the paper's assumption *lambda-bounds*, bounded
+    ``Lambda``). A condition whose trace is exactly zero has a residual
+    that no parameter moves: its gradient is zero whatever its weight, and
+    ``Tr(K)/Tr(K_cc)`` is infinite. It gets the weight of a uniform kernel diagonal instead
     (``1`` with the ``mean`` reduction, ``1/n_c`` with ``sum``), and the
     other conditions' weights are formed as usual.
 

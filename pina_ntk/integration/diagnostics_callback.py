@@ -99,7 +99,7 @@ class NTKDiagnosticsCallback(Callback):
     ``weight/<condition>`` and, on kernel steps, ``eig_min``, ``eig_max`` and
     every eigenvalue as ``eig/<i>`` (ascending), every ``log_every_n_steps``
     steps (as :class:`~pina_ntk.NTKCallback`). The full histories, one entry
-    per step, are kept in :attr:`history` and saved in, and restored from,
+    per step, are kept in ``history`` and saved in, and restored from,
     Lightning checkpoints.
 
     :param int max_entries: The largest number of residual entries ``n`` of a

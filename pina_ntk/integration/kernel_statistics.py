@@ -6,7 +6,8 @@ start first), folds them into the moving-average buffer (Algorithm 3), forms
 the weights, passes them through the spaced-update safeguard and keeps
 everything a resume needs. It knows torch and :mod:`pina_ntk.core` only:
 :class:`~pina_ntk.NTKCallback` feeds it the step's residual blocks, a residual
-function and the distributed sum, and checkpoints its :meth:`state_dict`.
+function and the distributed sum, and checkpoints its
+:meth:`KernelStatistics.state_dict`.
 
 One step, in order::
 
@@ -69,8 +70,9 @@ class KernelStatistics:
     Warm start, moving-average buffers, probe scales, safeguard and weights
     of one weighting over one training run.
 
-    :param weighting: The :class:`~pina_ntk.integration.kernel_weighting.
-        KernelWeighting` whose options and sampling rule are used.
+    :param weighting: The
+        :class:`~pina_ntk.integration.kernel_weighting.KernelWeighting`
+        whose options and sampling rule are used.
     :param str reduction: The solver's loss reduction, ``"mean"`` or
         ``"sum"``.
     :param callable global_sum: ``tensor -> tensor`` summed over the

@@ -12,8 +12,9 @@ The contract between weighting and callback, in full:
 
 * when PINA attaches the weighting to a solver, the weighting makes the
   solver offer an :class:`~pina_ntk.NTKCallback` through Lightning's
-  ``configure_callbacks`` (:func:`~pina_ntk.integration.pina_adapter.
-  offer_callback`), unless the trainer was given one;
+  ``configure_callbacks``
+  (:func:`~pina_ntk.integration.pina_adapter.offer_callback`), unless the
+  trainer was given one;
 * the callback calls :meth:`KernelWeighting.connect` once, in ``setup``;
 * the weighting calls the callback's ``weights_for_step(losses)`` from inside
   PINA's loss aggregation of a training step, and reads its
@@ -261,7 +262,7 @@ class KernelWeighting(BaseWeighting):
         :param torch.Tensor scales: Probe scales per block, see
             :meth:`prepare_sample`.
         :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
-            :attr:`full_kernel`.
+            ``full_kernel``.
         :rtype: tuple
         """
         prepared = self.prepare_sample(params, residuals, generator, scales)

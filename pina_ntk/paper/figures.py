@@ -76,12 +76,32 @@ def _positive(values):
     return np.where(values > 0, values, np.nan)
 
 
+def legend_beside(ax, **kwargs):
+    """
+    A legend to the right of the axes, outside the data; a figure built with
+    ``layout="constrained"`` makes room for it.
+
+    :param ax: The matplotlib axes.
+    :param kwargs: Further arguments of :meth:`matplotlib.axes.Axes.legend`.
+    :return: The legend.
+    :rtype: matplotlib.legend.Legend
+    """
+    options = dict(
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        borderaxespad=0.0,
+        fontsize=8,
+    )
+    return ax.legend(**{**options, **kwargs})
+
+
 def plot_diagnostics(history, path=None, late_fraction=0.5, title=None):
     """
-    Four panels of a :class:`~pina_ntk.integration.diagnostics_callback.
-    NTKDiagnosticsCallback` history.
+    Four panels of a
+    :class:`~pina_ntk.integration.diagnostics_callback.NTKDiagnosticsCallback`
+    history.
 
-    (a) the unweighted condition losses and the weighted training loss,
+    Panels: (a) the unweighted condition losses and the weighted training loss,
     (b) the condition weights, (c) the exact NTK eigenvalues, (d) the time
     averages ``(1/T) sum ||R||^2`` and ``(1/T) sum ||grad G||^2`` against
     ``T`` with an ``O(1/T)`` reference line and the slope fitted on the last
@@ -105,24 +125,35 @@ def plot_diagnostics(history, path=None, late_fraction=0.5, title=None):
     if not history.get("step"):
         raise ValueError("history has no recorded steps to plot.")
     check_rate("late_fraction", late_fraction)
-    figure = Figure(figsize=(11, 8), layout="constrained")
+    figure = Figure(figsize=(14, 8), layout="constrained")
     axes = figure.subplots(2, 2)
     steps = np.asarray(history["step"])
 
     ax = axes[0, 0]
     for name, values in history["condition_loss"].items():
-        ax.semilogy(steps, _positive(values), label=f"loss {name}")
+        ax.semilogy(steps, _positive(values), label=f"$L_c$, c = {name}")
     ax.semilogy(
-        steps, _positive(history["weighted_loss"]), "k--", label="weighted"
+        steps,
+        _positive(history["weighted_loss"]),
+        "k--",
+        label=r"weighted training loss $\Sigma_c\, w_c L_c$",
     )
-    ax.set(xlabel="step", ylabel="loss", title="(a) loss components")
-    ax.legend()
+    ax.set(
+        xlabel="training step",
+        ylabel=r"loss (log scale)",
+        title=r"(a) unweighted condition losses $L_c$ and the training loss",
+    )
+    legend_beside(ax)
 
     ax = axes[0, 1]
     for name, values in history["weights"].items():
-        ax.semilogy(steps, _positive(values), label=f"w {name}")
-    ax.set(xlabel="step", ylabel="weight", title="(b) condition weights")
-    ax.legend()
+        ax.semilogy(steps, _positive(values), label=f"$w_c$, c = {name}")
+    ax.set(
+        xlabel="training step",
+        ylabel=r"loss weight $w_c$ (log scale)",
+        title="(b) condition weights",
+    )
+    legend_beside(ax)
 
     ax = axes[1, 0]
     if history["eigenvalues"]:
@@ -131,9 +162,9 @@ def plot_diagnostics(history, path=None, late_fraction=0.5, title=None):
         for i in range(eigenvalues.shape[1]):
             ax.semilogy(kernel_steps, _positive(eigenvalues[:, i]), lw=1)
     ax.set(
-        xlabel="step",
-        ylabel="eigenvalue",
-        title="(c) exact NTK eigenvalues (sorted)",
+        xlabel="training step",
+        ylabel="eigenvalue of the NTK K (log scale)",
+        title="(c) exact NTK eigenvalues, one line per eigenvalue",
     )
 
     ax = axes[1, 1]
@@ -147,14 +178,18 @@ def plot_diagnostics(history, path=None, late_fraction=0.5, title=None):
         usable = late & (values > 0)
         if usable.sum() >= 2:
             slope = loglog_slope(count[usable], values[usable])
-            label = f"{label}  (late slope {slope:.2f})"
+            label = f"{label}\n(late slope {slope:.2f})"
         ax.loglog(count, _positive(values), label=label)
     anchor = 2.0 * history["avg_residual_sq"][-1]
     if anchor > 0:
         guide = reference_line(count, count[-1], anchor, -1.0)
-        ax.loglog(count, guide, "k:", label=r"$O(1/T)$")
-    ax.set(xlabel="T", ylabel="time average", title="(d) time averages")
-    ax.legend()
+        ax.loglog(count, guide, "k:", label=r"$O(1/T)$ reference")
+    ax.set(
+        xlabel="T (training steps averaged over)",
+        ylabel="time average (log scale)",
+        title="(d) time averages over the first T steps",
+    )
+    legend_beside(ax)
     if title:
         figure.suptitle(title)
     if path is not None:

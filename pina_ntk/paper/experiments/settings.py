@@ -61,7 +61,7 @@ class ExperimentSettings:
     :param int width: Neurons per hidden layer (tanh).
     :param int depth: Hidden layers.
     :param int fourier_features: Random Fourier features of the scaled
-        inputs (``0``: the plain MLP of the paper); see :class:`ScaledMLP`.
+        inputs (``0``: the plain MLP of the paper); see :class:`~pina_ntk.paper.experiments.models.ScaledMLP`.
         Default ``64``.
     :param float fourier_scale: Standard deviation of their frequencies.
     :param float lr: Adam's initial learning rate.
@@ -98,7 +98,8 @@ class ExperimentSettings:
 
     #: The PINA problem class of the experiment.
     problem_class: ClassVar[type] = None
-    #: Overrides of :meth:`quick` beyond the shared tiny network.
+    #: Overrides of :meth:`ExperimentSettings.quick` beyond the shared tiny
+    #: network.
     QUICK: ClassVar[dict] = {}
 
     steps: int = 10000

@@ -3,7 +3,8 @@
 With ``Q = [[q1, q2], [q2, -q1]]`` (symmetric and trace-free by
 construction) the equation ``Q_t = L ΔQ - a Q - c tr(Q^2) Q`` reads, per
 component, ``q_t = L Δq - a q - 2c |q|^2 q (+ f)`` with ``|q|^2 = q1^2 +
-q2^2``; it is the ``L^2`` gradient flow (up to a factor 2) of the free energy
+q2^2``; it is the ``L^2`` gradient flow (up to a factor 2) of the free
+energy::
 
     E(Q) = ∫ L/2 |∇Q|^2 + a/2 tr(Q^2) + c/4 tr(Q^2)^2
          = ∫ L |∇q|^2 + a |q|^2 + c |q|^4.
@@ -154,10 +155,10 @@ class QTensorFEMSolution:
         points = np.stack([x.reshape(-1), y.reshape(-1)])
         out = np.empty((points.shape[1], 2))
         times = np.broadcast_to(t, x.shape).reshape(-1)
-        for time in np.unique(times):
-            mask = times == time
+        for moment in np.unique(times):
+            mask = times == moment
             probe = self.basis.probes(points[:, mask])
-            out[mask] = probe @ self.coefficients(time).T
+            out[mask] = probe @ self.coefficients(moment).T
         return out.reshape(*x.shape, 2)
 
     def tensor(self, x, y, t):

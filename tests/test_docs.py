@@ -1,0 +1,108 @@
+"""The documentation builds without a warning and has every page it promises.
+
+One Sphinx build of ``docs/`` (``-W --keep-going``, one process, nothing
+executed or downloaded) into a temporary folder; then: a page for each name
+of ``pina_ntk.__all__`` and of the layer packages' ``__all__`` (each
+documented where it is defined, ``api/<module path>/<name>.html``), and the
+two tutorial pages with every code cell and image output of their notebooks.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip(
+    "sphinx",
+    reason="Sphinx is not installed: pip install '.[docs]' builds the docs",
+)
+
+import pina_ntk  # noqa: E402
+import pina_ntk.core  # noqa: E402
+import pina_ntk.integration  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCS = os.path.join(ROOT, "docs")
+#: ``(page, notebook)`` of each tutorial, relative to the site and the root.
+TUTORIALS = (
+    ("tutorials/wave/wave_ntk.html", "tutorials/wave/wave_ntk.ipynb"),
+    (
+        "tutorials/qtensor/qtensor_ntk.html",
+        "tutorials/qtensor/qtensor_ntk.ipynb",
+    ),
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The built site's folder; fails with Sphinx's output if the build does."""
+    out = tmp_path_factory.mktemp("docs-html")
+    command = [
+        sys.executable,
+        "-m",
+        "sphinx",
+        "-W",
+        "--keep-going",
+        "-b",
+        "html",
+        "-q",
+        "-j",
+        "1",
+        DOCS,
+        str(out),
+    ]
+    result = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, (
+        f"sphinx exited with {result.returncode}:\n"
+        f"{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
+    )
+    return out
+
+
+def read_page(site, page):
+    path = os.path.join(site, page)
+    assert os.path.isfile(path), f"no page {page}"
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def assert_api_page(site, name, obj):
+    module = obj.__module__
+    page = "api/" + module.removeprefix("pina_ntk.").replace(".", "/")
+    html = read_page(site, f"{page}/{name}.html")
+    # the anchor autodoc gives the documented object
+    assert f'id="{module}.{name}"' in html, f"{name} not documented"
+
+
+@pytest.mark.parametrize("name", pina_ntk.__all__)
+def test_public_api_page(site, name):
+    assert_api_page(site, name, getattr(pina_ntk, name))
+
+
+@pytest.mark.parametrize(
+    "package", [pina_ntk.core, pina_ntk.integration], ids=lambda p: p.__name__
+)
+def test_layer_api_pages(site, package):
+    for name in package.__all__:
+        assert_api_page(site, name, getattr(package, name))
+
+
+@pytest.mark.parametrize("page, notebook", TUTORIALS)
+def test_tutorial_page(site, page, notebook):
+    html = read_page(site, page)
+    with open(os.path.join(ROOT, notebook), encoding="utf-8") as f:
+        cells = json.load(f)["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    images = [
+        o
+        for c in code
+        for o in c.get("outputs", [])
+        if any(k.startswith("image/") for k in o.get("data", {}))
+    ]
+    assert html.count('class="cell docutils container"') == len(code)
+    # the committed outputs are rendered, not executed
+    assert html.count("<img") >= len(images)
