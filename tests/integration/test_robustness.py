@@ -249,11 +249,13 @@ def test_inverse_problem_unknowns_stay_out_of_the_kernel():
     got = ntk_traces(solver)
     for name, value in network_only.items():
         assert float(got[name]) == pytest.approx(value, rel=1e-6)
-    mu_before = float(problem.unknown_parameters["mu"])
+    mu_before = float(problem.unknown_parameters["mu"].detach())
     trainer = make_trainer(solver, steps=3)
     trainer.train()
     assert set(ntk_callback(trainer).weights) == {"D", "left", "data"}
-    assert float(problem.unknown_parameters["mu"]) != mu_before  # still trained
+    assert (
+        float(problem.unknown_parameters["mu"].detach()) != mu_before
+    )  # still trained
 
 
 # ------------------------------------------------------------------ dtype
