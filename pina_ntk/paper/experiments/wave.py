@@ -215,7 +215,13 @@ def plot_weights(results, ax=None):
     ax.set_ylabel(r"loss weight $w_c$ of condition $c$ (log scale)")
     ax.set_title("Wave equation: NTK loss weights during training")
     if not drawn:  # no NTK-weighted PINN among the runs
-        ax.text(0.5, 0.5, "no NTK weights", ha="center", transform=ax.transAxes)
+        ax.text(
+            0.5,
+            0.5,
+            "no NTK weights: no exact- or sketch-NTK PINN was trained",
+            ha="center",
+            transform=ax.transAxes,
+        )
         return fig
     handles = [
         Line2D([], [], color=colours[i % len(colours)], lw=2, label=name)
