@@ -29,10 +29,14 @@ CONFIGS = (
     ("unweighted", "unweighted (PINA default)"),
     ("exact_every_step", "exact `NTKWeighting`, every step"),
     ("exact_every_period", "exact `NTKWeighting`, every {period} steps"),
-    ("predictor_forward", "predictor sketch, forward difference"),
+    ("predictor_forward", "predictor sketch, forward difference, k = 1"),
     ("predictor_central", "predictor sketch, central difference"),
     ("predictor_plain", "predictor sketch, `balanced_probe=False`"),
-    ("parameter", "parameter-space sketch"),
+    ("parameter", "parameter-space sketch, k = 1"),
+    ("predictor_every_10", "predictor sketch, k = 10 (amortised)"),
+    ("predictor_every_100", "predictor sketch, k = 100 (amortised)"),
+    ("parameter_every_10", "parameter-space sketch, k = 10 (amortised)"),
+    ("parameter_every_100", "parameter-space sketch, k = 100 (amortised)"),
     (
         "predictor_same_step",
         "predictor sketch, forward, `sample_after_backward=False`",
@@ -56,6 +60,14 @@ CONFIG_KEYS = tuple(key for key, _ in CONFIGS)
 #: The reference rows: unweighted training plus a sketch's unavoidable
 #: work (see :class:`UnavoidableWork`).
 REFERENCE_KEYS = ("reference_evaluation", "reference_predictor")
+#: Rows with a sample every k > 1 steps (``sample_every_n_steps``): their
+#: k. The other sketch rows sample at every step (k = 1).
+SAMPLE_PERIODS = {
+    "predictor_every_10": 10,
+    "predictor_every_100": 100,
+    "parameter_every_10": 10,
+    "parameter_every_100": 100,
+}
 #: The four sketch estimators (memory targets, accuracy study).
 SKETCH_KEYS = (
     "predictor_forward",
@@ -63,6 +75,10 @@ SKETCH_KEYS = (
     "predictor_plain",
     "parameter",
 )
+
+
+#: The per-step rows measure one sample per step whatever the default k.
+EVERY_STEP = {"sample_every_n_steps": 1}
 
 
 def make_weighting(key, period, seed, safeguard="default"):
@@ -79,30 +95,41 @@ def make_weighting(key, period, seed, safeguard="default"):
     """
     if key == "unweighted" or key in REFERENCE_KEYS:
         return None
+    if key in SAMPLE_PERIODS:
+        return SketchNTKWeighting(
+            estimator=key.split("_")[0],
+            sample_every_n_steps=SAMPLE_PERIODS[key],
+            seed=seed,
+            safeguard=safeguard,
+        )
     if key == "exact_every_step":
         return NTKWeighting(update_every_n_steps=1, safeguard=safeguard)
     if key == "exact_every_period":
         return NTKWeighting(update_every_n_steps=period, safeguard=safeguard)
     if key == "predictor_forward":
-        return SketchNTKWeighting(seed=seed, safeguard=safeguard)
+        return SketchNTKWeighting(**EVERY_STEP, seed=seed, safeguard=safeguard)
     if key == "predictor_central":
         return SketchNTKWeighting(
-            difference="central", seed=seed, safeguard=safeguard
+            **EVERY_STEP, difference="central", seed=seed, safeguard=safeguard
         )
     if key == "predictor_plain":
         return SketchNTKWeighting(
-            balanced_probe=False, seed=seed, safeguard=safeguard
+            **EVERY_STEP, balanced_probe=False, seed=seed, safeguard=safeguard
         )
     if key == "parameter":
         return SketchNTKWeighting(
-            estimator="parameter", seed=seed, safeguard=safeguard
+            **EVERY_STEP, estimator="parameter", seed=seed, safeguard=safeguard
         )
     if key == "predictor_same_step":
         return SketchNTKWeighting(
-            seed=seed, safeguard=safeguard, sample_after_backward=False
+            **EVERY_STEP,
+            seed=seed,
+            safeguard=safeguard,
+            sample_after_backward=False,
         )
     if key == "parameter_same_step":
         return SketchNTKWeighting(
+            **EVERY_STEP,
             estimator="parameter",
             seed=seed,
             safeguard=safeguard,

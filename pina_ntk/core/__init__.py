@@ -15,7 +15,7 @@ blocks``, so the estimators can be used, tested and read without a solver.
 * :mod:`~pina_ntk.core.checks`: argument checks with named errors.
 """
 
-from .moving_average import MovingAverage
+from .moving_average import MovingAverage, rate_per_sample
 from .residual_functions import (
     exact_kernel,
     module_residual_fn,
@@ -32,5 +32,6 @@ __all__ = [
     "guarded_weights",
     "module_residual_fn",
     "ntk_weights",
+    "rate_per_sample",
     "vector_residual_fn",
 ]

@@ -1,8 +1,39 @@
 """The kernel buffer of Algorithm 3: warm start, then a moving average."""
 
+import math
+
 import torch
 
-from .checks import check_rate
+from .checks import check_int, check_rate
+
+
+def rate_per_sample(alpha, every):
+    """
+    The moving-average rate per sample that keeps ``alpha``'s meaning per
+    optimisation step when one sample is drawn every ``every`` steps:
+    ``1 - (1 - alpha)^every``.
+
+    A sample then carries the weight that ``every`` consecutive per-step
+    samples would carry together, so the average spans the same number of
+    optimisation steps (about ``1/alpha``) whatever ``every`` is.
+
+    :param float alpha: The rate per optimisation step, in ``(0, 1]``.
+    :param int every: Optimisation steps between samples, ``>= 1``.
+    :return: The rate per sample, in ``(0, 1]``; ``alpha`` when
+        ``every == 1``.
+    :rtype: float
+    :raises ValueError: If ``alpha`` or ``every`` is out of range.
+
+    :Example:
+        >>> round(rate_per_sample(1e-3, 10), 5)
+        0.00996
+    """
+    check_rate("alpha", alpha)
+    check_int("every", every, 1)
+    if alpha == 1.0 or every == 1:
+        return float(alpha)
+    # 1 - (1 - alpha)^every without cancellation for small alpha
+    return -math.expm1(every * math.log1p(-alpha))
 
 
 class MovingAverage:

@@ -48,9 +48,15 @@ class NTKCallback(Callback):
     with the training graph freed; that sample enters the weights of step
     ``t + 1``.
 
+    With ``NTKWeighting(update_every_n_steps=n)`` or
+    ``SketchNTKWeighting(sample_every_n_steps=n)`` the statistics are
+    refreshed every ``n`` steps; the weights in between are those of the
+    last refresh (a deferred sample enters them at the next step).
+
     Logged through the solver (``pl_module.log``) every
     ``log_every_n_steps`` optimisation steps: ``ntk_weight/<condition>``,
     ``ntk_trace/<condition>`` (the trace estimate behind the weights),
+    ``ntk_refreshes`` (exact updates or sketch samples so far),
     ``ntk_safeguard/accepted``, ``ntk_safeguard/rejected`` and
     ``ntk_safeguard/sum``. The whole state (buffers, safeguard, step counter,
     probe seed, weights) is saved in and restored from Lightning
@@ -257,6 +263,11 @@ class NTKCallback(Callback):
                 self._check_refresh_cost(blocks, *timing, _now(solver))
             if statistics.weighting.full_kernel:
                 statistics.check_fixed_points(recorder.inputs())
+        elif statistics.weights_stale:
+            # between refreshes, after a deferred sample: the weights take it
+            # in now (the safeguard reads the step's residual values)
+            with torch.no_grad():
+                statistics.update_weights(self._recorder.blocks(names))
         return self.weight_tensors
 
     # ------------------------------------------------------------- reading
@@ -349,7 +360,7 @@ class NTKCallback(Callback):
         if clamped:
             rank_zero_warn(
                 f"NTK weights were clamped to weight_bounds="
-                f"{statistics.weighting.weight_bounds} (refreshes per "
+                f"{statistics.weighting.weight_bounds} (weight updates per "
                 f"condition: {clamped}): the traces differ by more than the "
                 "bounds allow, so those weights are not Tr(K)/Tr(K_cc). "
                 "Widen weight_bounds if that is intended; the count is "

@@ -15,9 +15,16 @@ One step, in order::
     check_names(names)                 the same conditions at every step
     refresh(blocks, params, fn)        if is_due(): sample -> buffer ->
                                        safeguard -> weights
+    update_weights(blocks)             else, if weights_stale: buffer ->
+                                       safeguard -> weights
     weight_tensor                      the step's weights, due or not
     complete_deferred(fn)              after the backward pass, if pending
     end_step()                         drop what is left, step += 1
+
+Refreshes come every ``weighting.refresh_every_n_steps`` steps; between
+them the weights stay fixed, except that a sample completed after a
+backward pass (deferred) enters the weights at the next step whether a
+refresh is due then or not.
 """
 
 import hashlib
@@ -97,7 +104,8 @@ class KernelStatistics:
         self._points = None  # inputs of the last step (full-kernel check)
         self._invalid = None  # 0-d bool: an estimate was unusable
         self._warned_invalid = False
-        # (C,) counts of refreshes whose weight the bounds clamped
+        # (C,) counts of weight updates (refreshes, and the updates that take
+        # in a deferred sample between them) whose weight the bounds clamped
         self._bound_hits = None
         self._warned_bounds = False
         # (C,) bool: a condition's trace was exactly zero (constant residual)
@@ -107,6 +115,10 @@ class KernelStatistics:
         self._counts = None
         # (prepared sample, parameters, global sizes) awaiting the backward
         self._pending = None
+        # a deferred sample was folded in after the last weights were formed
+        self._weights_stale = False
+        #: Refreshes (exact updates or samples; the warm start counts once).
+        self.refreshes = 0
 
     # ------------------------------------------------------------ the run
     def start(self, device, seed=None):
@@ -160,6 +172,17 @@ class KernelStatistics:
         """
         return self.weighting.is_due(self.step)
 
+    @property
+    def weights_stale(self):
+        """
+        Whether a deferred sample was folded in after the last weights were
+        formed (they are then formed again at this step, see
+        :meth:`update_weights`).
+
+        :rtype: bool
+        """
+        return self._weights_stale
+
     def refresh(self, residuals, params, residual_fn):
         """
         Refresh the statistics and the weights at a due step: draw the
@@ -201,6 +224,19 @@ class KernelStatistics:
                 params, residuals, self.generator, self.probe_scales(sizes)
             )
             self._pending = (prepared, params, sizes)
+        self.refreshes += 1
+        self._update_weights(residuals, sizes)
+
+    def update_weights(self, residuals):
+        """
+        Form the weights again from the buffer, without a new sample: at a
+        step between refreshes that follows a deferred sample.
+
+        :param residuals: The step's ``R(theta_t)`` blocks (the safeguard
+            reads their values only), in the order of :meth:`check_names`.
+        :type residuals: list[torch.Tensor]
+        """
+        sizes = self.global_sum(self.local_sizes(residuals))
         self._update_weights(residuals, sizes)
 
     @property
@@ -224,6 +260,7 @@ class KernelStatistics:
             residual_fn, params, prepared, self.generator
         )
         self._fold_in([sample], sizes)
+        self._weights_stale = True
 
     def end_step(self):
         """Close the step: drop what is pending, count the step."""
@@ -293,9 +330,12 @@ class KernelStatistics:
         ``sizes`` are the entry counts summed over the processes."""
         weighting = self.weighting
         if self._diag is None:
-            self._diag = MovingAverage(weighting.alpha)
+            # alpha is a rate per optimisation step; a sample every n steps
+            # is folded in with the rate of n steps
+            rate = weighting.rate_per_refresh
+            self._diag = MovingAverage(rate)
             if weighting.full_kernel:
-                self._kernel = MovingAverage(weighting.alpha)
+                self._kernel = MovingAverage(rate)
         local = torch.stack([t for t, _ in samples])
         per_entry = self.global_sum(local) / sizes
         self._diag.update(per_entry)
@@ -312,6 +352,7 @@ class KernelStatistics:
         ``residuals`` are the flat blocks of ``R(theta_t)``."""
         weighting = self.weighting
         traces = self._diag.value * sizes
+        self._weights_stale = False
         previous = self._weights
         if previous is None:
             previous = torch.ones_like(traces)
@@ -322,7 +363,10 @@ class KernelStatistics:
         self._count_bounds_and_zeros(weights, traces, ok)
         guard = weighting.safeguard
         if guard is not None:
-            local_sq = sum(torch.dot(r, r) for r in residuals)
+            # in the buffer's precision: under mixed precision a step between
+            # refreshes passes the step's own (half-precision) residual
+            flat = [r.to(traces.dtype) for r in residuals]
+            local_sq = sum(torch.dot(r, r) for r in flat)
             residual_sq = self.global_sum(local_sq)
             proposed = entry_weights(weights, sizes, self.reduction)
             if self._weights is None:
@@ -453,8 +497,9 @@ class KernelStatistics:
     def log_values(self):
         """
         The values to log: ``ntk_weight/<condition>``,
-        ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>`` and, with
-        a started safeguard,
+        ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>``,
+        ``ntk_refreshes`` (exact updates or samples so far) and, with a
+        started safeguard,
         ``ntk_safeguard/accepted``, ``ntk_safeguard/rejected``,
         ``ntk_safeguard/sum``.
 
@@ -470,6 +515,7 @@ class KernelStatistics:
             if self._bound_hits is not None:
                 hits = self._bound_hits[index].to(torch.float32)
                 values[f"ntk_bound_hits/{name}"] = hits
+        values["ntk_refreshes"] = torch.tensor(float(self.refreshes))
         guard = self.weighting.safeguard
         if guard is not None and guard.total is not None:
             values["ntk_safeguard/accepted"] = guard.accepted.to(torch.float32)
@@ -497,6 +543,8 @@ class KernelStatistics:
             "warned_invalid": self._warned_invalid,
             "bound_hits": self._bound_hits,
             "zero_trace": self._zero_trace,
+            "weights_stale": self._weights_stale,
+            "refreshes": self.refreshes,
         }
 
     def load_state_dict(self, state, device):
@@ -516,6 +564,9 @@ class KernelStatistics:
         # absent from checkpoints written before pina-ntk counted them
         self._bound_hits = to_device(state.get("bound_hits"), device)
         self._zero_trace = to_device(state.get("zero_trace"), device)
+        # absent from checkpoints written before spaced refreshes
+        self._weights_stale = state.get("weights_stale", False)
+        self.refreshes = state.get("refreshes", 0)
         self._diag = _restore_average(state["diag"], device)
         self._kernel = _restore_average(state["kernel"], device)
         guard = self.weighting.safeguard

@@ -24,9 +24,9 @@ The contract between weighting and callback, in full:
   :meth:`~KernelWeighting.warm_start`, :meth:`~KernelWeighting.sample`,
   :meth:`~KernelWeighting.prepare_sample` and
   :meth:`~KernelWeighting.complete_sample`, and read its options
-  (``alpha``, ``warmup_samples``, ``full_kernel``, ``uses_probe_scales``,
-  ``sample_after_backward``, ``evaluation_chunk_size``, ``safeguard``,
-  ``weight_bounds``).
+  (``rate_per_refresh``, ``warmup_samples``, ``full_kernel``,
+  ``uses_probe_scales``, ``sample_after_backward``,
+  ``evaluation_chunk_size``, ``safeguard``, ``weight_bounds``).
 """
 
 from abc import abstractmethod
@@ -35,6 +35,7 @@ import torch
 from pina.weighting import BaseWeighting
 
 from ..core.estimators import balanced_probe_scales
+from ..core.moving_average import rate_per_sample
 from ..core.safeguard import SpacedUpdateSafeguard
 from .pina_adapter import offer_callback
 
@@ -91,9 +92,12 @@ class KernelWeighting(BaseWeighting):
     :raises ValueError: If an argument is out of range.
     """
 
-    #: Moving-average rate and warm-start size of the kernel buffer.
+    #: Moving-average rate per optimisation step and warm-start size of the
+    #: kernel buffer.
     alpha = 1.0
     warmup_samples = 1
+    #: Optimisation steps between refreshes (exact updates or samples).
+    refresh_every_n_steps = 1
     full_kernel = False
     #: Whether samples take probe scales (a balanced predictor probe).
     uses_probe_scales = False
@@ -197,12 +201,25 @@ class KernelWeighting(BaseWeighting):
 
     def is_due(self, step):
         """
-        Whether the kernel statistics are refreshed at ``step``.
+        Whether the kernel statistics are refreshed at ``step``: steps
+        ``0, n, 2n, ...`` for ``n = refresh_every_n_steps``.
 
         :param int step: The optimisation step, from 0.
         :rtype: bool
         """
-        return True
+        return step % self.refresh_every_n_steps == 0
+
+    @property
+    def rate_per_refresh(self):
+        """
+        The moving-average rate of one refresh, ``1 - (1 - alpha)^n`` for
+        ``n = refresh_every_n_steps``
+        (:func:`~pina_ntk.core.moving_average.rate_per_sample`): ``alpha``
+        keeps its meaning per optimisation step whatever the spacing.
+
+        :rtype: float
+        """
+        return rate_per_sample(self.alpha, self.refresh_every_n_steps)
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
         """

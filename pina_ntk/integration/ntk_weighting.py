@@ -2,7 +2,7 @@
 
 import math
 
-from ..core.checks import check_int
+from ..core.checks import check_int, check_rate
 from ..core.estimators import exact_block_traces
 from .kernel_weighting import KernelWeighting
 
@@ -19,10 +19,16 @@ class NTKWeighting(KernelWeighting):
     backward pass per residual entry) and each condition gets the weight
     ``w_c = mean diag(K) / mean diag(K_cc)``: the per-entry weight
     ``Tr(K)/Tr(K_cc)`` of the paper up to one global constant (see
-    :mod:`pina_ntk.core.weights`).
+    :mod:`pina_ntk.core.weights`). The weights stay fixed between updates.
 
-    :param int update_every_n_steps: Steps between exact recomputations;
-        ``1`` recomputes at every step. Default is ``1``.
+    With ``alpha < 1`` the weights come from a moving average of the exact
+    traces over updates instead of the latest ones, so that they change
+    smoothly rather than jump at each update.
+
+    :param int update_every_n_steps: Optimisation steps between exact
+        updates (the same spacing as
+        ``SketchNTKWeighting(sample_every_n_steps=...)``); ``1`` updates at
+        every step. Default is ``1``.
     :param safeguard: The spaced-update rule: ``"default"``
         (:class:`~pina_ntk.SpacedUpdateSafeguard` with its scale-aware
         budget), a callable budget ``h(t)``, a safeguard instance, or
@@ -31,6 +37,11 @@ class NTKWeighting(KernelWeighting):
         Default is ``(1e-6, 1e6)``.
     :param int chunk_size: Residual entries differentiated per vectorised
         backward pass (``1``: a plain loop). Default is ``1``.
+    :param float alpha: Moving-average rate of the traces per optimisation
+        step, in ``(0, 1]``, as in :class:`SketchNTKWeighting`: an update
+        folds its traces in with rate ``1 - (1 - alpha)^n``,
+        ``n = update_every_n_steps``. ``1`` (default) uses the latest exact
+        traces alone (Algorithm 1).
     :raises ValueError: If an argument is out of range.
 
     :Example:
@@ -50,16 +61,20 @@ class NTKWeighting(KernelWeighting):
         safeguard="default",
         weight_bounds=(1e-6, 1e6),
         chunk_size=1,
+        alpha=1.0,
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         check_int("chunk_size", chunk_size, 1)
+        check_rate("alpha", alpha)
         super().__init__(safeguard, weight_bounds)
         self.update_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
+        self.alpha = float(alpha)
 
-    def is_due(self, step):
-        """:param int step: The step. :rtype: bool"""
-        return step % self.update_every_n_steps == 0
+    @property
+    def refresh_every_n_steps(self):
+        """:return: ``update_every_n_steps``. :rtype: int"""
+        return self.update_every_n_steps
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
         """

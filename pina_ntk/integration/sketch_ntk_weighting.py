@@ -36,8 +36,11 @@ class SketchNTKWeighting(KernelWeighting):
     Sketched NTK weights with a moving average (Algorithms 2 and 3).
 
     At the first step the block traces are the mean of ``warmup_samples``
-    sketches; afterwards one new sketch per step is folded in with rate
-    ``alpha``. Two estimators are available:
+    sketches; afterwards one new sketch every ``sample_every_n_steps`` steps
+    is folded in, with rate ``alpha`` per optimisation step (``1 - (1 -
+    alpha)^k`` per sample for ``k = sample_every_n_steps``, so the average
+    spans about ``1/alpha`` steps whatever ``k`` is); the weights stay
+    fixed between samples. Two estimators are available:
 
     * ``"predictor"`` (Algorithm 2): a predictor step ``theta^ = theta + dt
       grad R g`` with probe ``g`` gives ``K g ≈ (R(theta^) - R(theta))/dt``
@@ -53,8 +56,15 @@ class SketchNTKWeighting(KernelWeighting):
     when the training graph has been freed, and the sample enters the next
     step's weights (see ``sample_after_backward``).
 
-    :param float alpha: Moving-average rate in ``(0, 1]``. Default ``1e-3``
-        (the paper's wave experiment).
+    :param float alpha: Moving-average rate per optimisation step, in
+        ``(0, 1]``. Default ``1e-3`` (the paper's wave experiment).
+    :param int sample_every_n_steps: Optimisation steps between samples
+        (the same spacing as ``NTKWeighting(update_every_n_steps=...)``);
+        ``1`` samples at every step (Algorithm 3 as published). A sample
+        costs about one more residual evaluation (the predictor also one
+        backward pass), so a step costs on average ``1 + (c - 1)/k`` plain
+        steps for a sample of ``c``. Default ``10``, chosen on the wave
+        tutorial (see the README's *Spaced samples*).
     :param int warmup_samples: Samples ``N >= 1`` of the warm start.
         Default ``32``.
     :param step_size: ``dt`` (or ``eps``) ``> 0``, or ``"auto"`` for a
@@ -91,7 +101,8 @@ class SketchNTKWeighting(KernelWeighting):
         ``J^T g``) runs before the backward pass, the evaluations at
         displaced parameters after it, when the graph has been freed, at the
         same ``theta_t`` (the optimiser has not stepped yet). The sample of
-        step ``t`` then enters the weights from step ``t + 1`` on: a delay
+        step ``t`` then enters the weights from step ``t + 1`` on (also
+        between samples): a delay
         of one step on a moving average that spans about ``1/alpha`` steps,
         which keeps the extra memory near zero with no chunking. ``False``:
         Algorithm 3 to the letter, the sample of ``theta_t`` already enters
@@ -131,8 +142,10 @@ class SketchNTKWeighting(KernelWeighting):
         seed=None,
         sample_after_backward=True,
         evaluation_chunk_size=128,
+        sample_every_n_steps=10,
     ):
         check_rate("alpha", alpha)
+        check_int("sample_every_n_steps", sample_every_n_steps, 1)
         check_int("warmup_samples", warmup_samples, 1)
         check_choice("probe", probe, PROBES)
         check_choice("estimator", estimator, ESTIMATORS)
@@ -151,6 +164,7 @@ class SketchNTKWeighting(KernelWeighting):
             check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
         super().__init__(safeguard, weight_bounds)
         self.alpha = float(alpha)
+        self.sample_every_n_steps = sample_every_n_steps
         self.warmup_samples = warmup_samples
         self.step_size = _check_step_size(step_size)
         self.probe = probe
@@ -164,6 +178,11 @@ class SketchNTKWeighting(KernelWeighting):
 
     #: Finite differences need full-precision parameters.
     needs_full_precision = True
+
+    @property
+    def refresh_every_n_steps(self):
+        """:return: ``sample_every_n_steps``. :rtype: int"""
+        return self.sample_every_n_steps
 
     @property
     def uses_probe_scales(self):

@@ -139,7 +139,12 @@ def _add_common(parser):
     parser.add_argument(
         "--exact-every",
         type=_positive_int,
-        help="steps between exact NTK recomputations",
+        help="steps between exact NTK updates",
+    )
+    parser.add_argument(
+        "--sample-every",
+        type=_positive_int,
+        help="steps between sketch samples",
     )
     parser.add_argument(
         "--safeguard",

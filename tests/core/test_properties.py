@@ -6,6 +6,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pina_ntk.core.moving_average import rate_per_sample
 from pina_ntk.core.safeguard import SpacedUpdateSafeguard
 from pina_ntk.core.weights import entry_weights, guarded_weights, ntk_weights
 
@@ -100,3 +101,21 @@ def test_safeguard_sum_never_exceeds_budget(sequence, scale, power):
         assert guard.total.item() <= h(t) + 1e-9 * max(1.0, h(t))
     assert guard.accepted.item() + guard.rejected.item() == len(sequence)
     assert math.isfinite(guard.total.item())
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    alpha=st.floats(1e-9, 1.0),
+    every=st.integers(1, 10_000),
+)
+def test_rate_per_sample_spans_the_same_steps(alpha, every):
+    # k per-step fold-ins of one value leave (1 - alpha)^k of the old
+    # buffer: the same as one fold-in at the rate per sample
+    rate = rate_per_sample(alpha, every)
+    assert 0.0 < rate <= 1.0
+    assert math.isclose(
+        1.0 - rate, (1.0 - alpha) ** every, rel_tol=1e-9, abs_tol=1e-15
+    )
+    assert rate >= alpha  # a sample every k steps weighs at least one step's
+    if every == 1:
+        assert rate == alpha

@@ -52,6 +52,10 @@ def main(out_dir, devices, weighting):
     torch.set_num_threads(1)
     if weighting == "exact":
         weighting = NTKWeighting()
+    elif weighting == "sketch-every-2":
+        weighting = SketchNTKWeighting(
+            alpha=0.3, warmup_samples=4, sample_every_n_steps=2
+        )
     else:
         weighting = SketchNTKWeighting(alpha=0.3, warmup_samples=4)
     solver = make_solver("poisson", weighting=weighting, n=20, seed=0)

@@ -11,7 +11,7 @@ from pina_ntk import (
     ntk_traces,
 )
 from pina_ntk.core.estimators import sample_probe
-from pina_ntk.core.moving_average import MovingAverage
+from pina_ntk.core.moving_average import MovingAverage, rate_per_sample
 
 from pina import Condition
 from pina.domain import CartesianDomain
@@ -49,6 +49,9 @@ from conftest import make_solver, make_trainer, mlp
         ({"evaluation_chunk_size": 0}, "evaluation_chunk_size"),
         ({"sample_after_backward": "yes"}, "sample_after_backward"),
         ({"sample_after_backward": 1}, "sample_after_backward"),
+        ({"sample_every_n_steps": 0}, "sample_every_n_steps"),
+        ({"sample_every_n_steps": 2.5}, "sample_every_n_steps"),
+        ({"sample_every_n_steps": True}, "sample_every_n_steps"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):
@@ -64,6 +67,8 @@ def test_sketch_weighting_arguments(kwargs, argument):
         ({"update_every_n_steps": True}, "update_every_n_steps"),
         ({"chunk_size": 0}, "chunk_size"),
         ({"safeguard": "strict"}, "safeguard"),
+        ({"alpha": 0.0}, "alpha"),
+        ({"alpha": 1.5}, "alpha"),
     ],
 )
 def test_exact_weighting_arguments(kwargs, argument):
@@ -82,6 +87,15 @@ def test_safeguard_forms_accepted():
 def test_callback_log_interval(value):
     with pytest.raises(ValueError, match="log_every_n_steps"):
         NTKCallback(log_every_n_steps=value)
+
+
+@pytest.mark.parametrize(
+    "alpha,every,argument",
+    [(0.0, 2, "alpha"), (0.1, 0, "every"), (0.1, 1.5, "every")],
+)
+def test_rate_per_sample_arguments(alpha, every, argument):
+    with pytest.raises(ValueError, match=argument):
+        rate_per_sample(alpha, every)
 
 
 def test_moving_average_alpha():

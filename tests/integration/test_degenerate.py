@@ -67,9 +67,11 @@ def line_problem(extra_equation):
 
 WEIGHTINGS = {
     "exact": lambda: NTKWeighting(),
-    "predictor": lambda: SketchNTKWeighting(warmup_samples=4, seed=0),
+    "predictor": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1, warmup_samples=4, seed=0
+    ),
     "parameter": lambda: SketchNTKWeighting(
-        warmup_samples=4, seed=0, estimator="parameter"
+        sample_every_n_steps=1, warmup_samples=4, seed=0, estimator="parameter"
     ),
 }
 
@@ -129,6 +131,7 @@ def test_binding_bounds_are_counted_logged_and_reported(name):
     weighting = {
         "exact": lambda: NTKWeighting(safeguard=None, weight_bounds=bounds),
         "parameter": lambda: SketchNTKWeighting(
+            sample_every_n_steps=1,
             warmup_samples=4,
             seed=0,
             estimator="parameter",
@@ -170,7 +173,12 @@ def test_exact_update_cost_is_estimated_from_the_entry_count():
     assert "update_every_n_steps=1000" in message  # 10 s / 0.01 s
     assert "99%" in message
     assert weighting.refresh_cost_warning(1000, 0.05, 0.01) is None  # 33%
-    assert SketchNTKWeighting().refresh_cost_warning(1000, 10.0, 0.01) is None
+    assert (
+        SketchNTKWeighting(sample_every_n_steps=1).refresh_cost_warning(
+            1000, 10.0, 0.01
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("period,warns", [(1, True), (10**6, False)])

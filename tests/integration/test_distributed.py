@@ -29,7 +29,7 @@ def run_worker(out_dir, devices, weighting):
     ]
 
 
-@pytest.mark.parametrize("weighting", ["exact", "sketch"])
+@pytest.mark.parametrize("weighting", ["exact", "sketch", "sketch-every-2"])
 def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
     ranks = run_worker(tmp_path / "ddp", 2, weighting)
     assert [r["world_size"] for r in ranks] == [2, 2]
@@ -39,6 +39,12 @@ def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
     assert len(ranks[0]["weights"]) == 5
     assert ranks[0]["weights"] == ranks[1]["weights"]  # bitwise, every step
     assert ranks[0]["safeguard_sum"] == ranks[1]["safeguard_sum"]
+    if weighting == "sketch-every-2":
+        # samples at steps 0, 2, 4 enter the weights of steps 1, 3: between
+        # them (steps 2, 4) the weights stay
+        steps = ranks[0]["weights"]
+        assert steps[2] == steps[1] and steps[4] == steps[3]
+        assert steps[1] != steps[0] and steps[3] != steps[2]
     if weighting == "exact":
         single = run_worker(tmp_path / "single", 1, weighting)[0]
         assert all(count == 20 for count in single["points"].values())

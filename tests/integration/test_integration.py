@@ -33,24 +33,55 @@ from conftest import (
 WEIGHTINGS = {
     "exact": lambda: NTKWeighting(),
     "exact-every-3": lambda: NTKWeighting(update_every_n_steps=3),
-    "predictor": lambda: SketchNTKWeighting(alpha=0.2, warmup_samples=4),
+    "predictor": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1, alpha=0.2, warmup_samples=4
+    ),
     "predictor-central-rademacher": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, difference="central", probe="rademacher"
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        difference="central",
+        probe="rademacher",
     ),
     "parameter": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, estimator="parameter"
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
     ),
     "parameter-central": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, estimator="parameter", difference="central"
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
+        difference="central",
     ),
     "predictor-full-kernel": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, full_kernel=True
+        sample_every_n_steps=1, alpha=0.2, warmup_samples=4, full_kernel=True
     ),
     "predictor-same-step": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, sample_after_backward=False
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        sample_after_backward=False,
     ),
     "predictor-plain-probe": lambda: SketchNTKWeighting(
-        alpha=0.2, warmup_samples=4, balanced_probe=False
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        balanced_probe=False,
+    ),
+    "predictor-every-2": lambda: SketchNTKWeighting(
+        alpha=0.05, warmup_samples=8, sample_every_n_steps=2
+    ),
+    "parameter-every-3": lambda: SketchNTKWeighting(
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
+        sample_every_n_steps=3,
+    ),
+    "exact-smoothed-every-2": lambda: NTKWeighting(
+        update_every_n_steps=2, alpha=0.3
     ),
 }
 
@@ -95,6 +126,11 @@ def test_training_gives_finite_positive_logged_weights(tmp_path, kind, name):
         if r.get("ntk_safeguard/rejected")
     ]
     assert len(accepted) == steps and accepted[-1] + rejected[-1] >= 1
+    refreshes = [
+        float(r["ntk_refreshes"]) for r in rows if r.get("ntk_refreshes")
+    ]
+    every = solver.weighting.refresh_every_n_steps
+    assert refreshes == [float(t // every + 1) for t in range(steps)]
     weights = ntk_callback(trainer).weights
     assert set(weights) == set(conditions)
     if name == "predictor-full-kernel":
@@ -134,20 +170,29 @@ def test_larger_kernel_trace_gets_smaller_weight():
         (RBAPhysicsInformedSingleModelSolver, "poisson"),
     ],
 )
-def test_physics_informed_solver_variants(solver_cls, kind):
+@pytest.mark.parametrize("every", [1, 2])
+def test_physics_informed_solver_variants(solver_cls, kind, every):
     problem = make_problem(kind)
     model = mlp(len(problem.input_variables), len(problem.output_variables))
     extra = {}
     if solver_cls is CausalPhysicsInformedSingleModelSolver:
         extra["regularized_conditions"] = ["D"]
     solver = solver_cls(
-        problem, model, weighting=SketchNTKWeighting(warmup_samples=2), **extra
+        problem,
+        model,
+        weighting=SketchNTKWeighting(
+            sample_every_n_steps=every, warmup_samples=2
+        ),
+        **extra,
     )
     trainer = make_trainer(solver, steps=3)
     trainer.train()
     weights = ntk_callback(trainer).weights
     assert set(weights) == set(problem.conditions)
     assert all(math.isfinite(w) and w > 0 for w in weights.values())
+    assert ntk_callback(trainer).statistics.refreshes == (
+        3 if every == 1 else 2
+    )
 
 
 def test_causal_solver_kernel_covers_every_time_slice():
@@ -179,7 +224,9 @@ def test_causal_solver_kernel_covers_every_time_slice():
 
 def test_batches_update_once_per_optimisation_step():
     solver = make_solver(
-        "poisson", weighting=SketchNTKWeighting(warmup_samples=2), n=20
+        "poisson",
+        weighting=SketchNTKWeighting(sample_every_n_steps=1, warmup_samples=2),
+        n=20,
     )
     history = WeightHistory()
     trainer = make_trainer(solver, steps=2, callbacks=[history], batch_size=10)
@@ -200,7 +247,9 @@ def test_batches_with_a_subset_of_conditions_are_refused():
 
 def test_full_kernel_refuses_changing_points():
     solver = make_solver(
-        "poisson", weighting=SketchNTKWeighting(full_kernel=True), n=20
+        "poisson",
+        weighting=SketchNTKWeighting(sample_every_n_steps=1, full_kernel=True),
+        n=20,
     )
     trainer = make_trainer(solver, steps=2, batch_size=10)
     with pytest.raises(
@@ -241,20 +290,45 @@ def run_with_history(
     [
         lambda: NTKWeighting(update_every_n_steps=2),
         lambda: NTKWeighting(update_every_n_steps=3),
-        lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3, seed=5),
         lambda: SketchNTKWeighting(
-            alpha=0.3, warmup_samples=3, seed=5, estimator="parameter"
+            sample_every_n_steps=1, alpha=0.3, warmup_samples=3, seed=5
         ),
         lambda: SketchNTKWeighting(
-            alpha=0.3, warmup_samples=3, seed=5, full_kernel=True
+            sample_every_n_steps=1,
+            alpha=0.3,
+            warmup_samples=3,
+            seed=5,
+            estimator="parameter",
         ),
         lambda: SketchNTKWeighting(
+            sample_every_n_steps=1,
+            alpha=0.3,
+            warmup_samples=3,
+            seed=5,
+            full_kernel=True,
+        ),
+        lambda: SketchNTKWeighting(
+            sample_every_n_steps=1,
             alpha=0.3,
             warmup_samples=3,
             seed=5,
             full_kernel=True,
             balanced_probe=False,
         ),
+        lambda: SketchNTKWeighting(
+            alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=2
+        ),
+        lambda: SketchNTKWeighting(
+            alpha=0.3,
+            warmup_samples=3,
+            seed=5,
+            estimator="parameter",
+            sample_every_n_steps=2,
+        ),
+        lambda: SketchNTKWeighting(
+            alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=3
+        ),
+        lambda: NTKWeighting(update_every_n_steps=2, alpha=0.5),
     ],
     ids=[
         "exact",
@@ -263,6 +337,12 @@ def run_with_history(
         "parameter",
         "full-kernel",
         "plain-probe",
+        # resumed at step 3, after the deferred sample of step 2 was folded
+        # in and before the weights took it in
+        "predictor-between-samples",
+        "parameter-between-samples",
+        "predictor-sample-due-at-resume",
+        "exact-smoothed",
     ],
 )
 def test_checkpoint_resume_continues_with_identical_weights(
@@ -302,7 +382,9 @@ def test_checkpoint_resume_continues_with_identical_weights(
 def test_a_solver_that_never_offers_the_callback_says_how_to_fix_it():
     # The callback comes through configure_callbacks; a solver whose
     # configure_callbacks offers nothing leaves the weighting without it.
-    solver = make_solver("poisson", weighting=SketchNTKWeighting())
+    solver = make_solver(
+        "poisson", weighting=SketchNTKWeighting(sample_every_n_steps=1)
+    )
     solver.configure_callbacks = list
     trainer = make_trainer(solver, steps=1, ntk=False)
     with pytest.raises(
@@ -344,7 +426,8 @@ class CompletionSpy(SketchNTKWeighting):
     evaluated at and whether the step's backward pass had already run."""
 
     def __init__(self, progress, **kwargs):
-        super().__init__(**kwargs)
+        # these tests follow the samples of every step
+        super().__init__(**{"sample_every_n_steps": 1, **kwargs})
         self.progress = progress
         self.completed = []
 
@@ -401,7 +484,8 @@ class ScaleSpy(SketchNTKWeighting):
     """Records the probe scales of every sample, and its trace sketch."""
 
     def __init__(self, **kwargs):
-        super().__init__(**kwargs)
+        # these tests follow the samples of every step
+        super().__init__(**{"sample_every_n_steps": 1, **kwargs})
         self.drawn = []  # (step, scales, traces or None until completed)
         self.sizes = None  # entry counts per block, from the last sample
 
@@ -502,6 +586,7 @@ def test_deferred_samples_enter_the_next_steps_weights(estimator):
 
     def traces(deferred):
         weighting = SketchNTKWeighting(
+            sample_every_n_steps=1,
             alpha=1.0,
             warmup_samples=2,
             estimator=estimator,

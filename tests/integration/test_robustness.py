@@ -19,9 +19,14 @@ from conftest import WeightHistory, make_solver, make_trainer, mlp, ntk_callback
 from reference import block_traces, jacobian_blocks
 
 SKETCHES = {
-    "predictor": lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3),
+    "predictor": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1, alpha=0.3, warmup_samples=3
+    ),
     "parameter": lambda: SketchNTKWeighting(
-        alpha=0.3, warmup_samples=3, estimator="parameter"
+        sample_every_n_steps=1,
+        alpha=0.3,
+        warmup_samples=3,
+        estimator="parameter",
     ),
 }
 
@@ -35,7 +40,8 @@ class NaNAtSteps(SketchNTKWeighting):
     """A sketch whose estimates are NaN at chosen steps."""
 
     def __init__(self, bad_steps, **kwargs):
-        super().__init__(**kwargs)
+        # these tests follow the samples of every step
+        super().__init__(**{"sample_every_n_steps": 1, **kwargs})
         self.bad_steps = bad_steps
 
     def complete_sample(self, residual_fn, params, prepared, generator):
@@ -106,7 +112,9 @@ def test_nan_residuals_do_not_corrupt_weights_and_training_continues():
     problem.discretise_domain(8, "grid", domains="D")
     problem.discretise_domain(1, "grid", domains="left")  # a single point
     solver = PhysicsInformedSingleModelSolver(
-        problem, mlp(1, 1), weighting=SketchNTKWeighting(warmup_samples=2)
+        problem,
+        mlp(1, 1),
+        weighting=SketchNTKWeighting(sample_every_n_steps=1, warmup_samples=2),
     )
     history = WeightHistory()
     try:
@@ -242,7 +250,9 @@ def test_inverse_problem_unknowns_stay_out_of_the_kernel():
     problem.discretise_domain(6, "grid", domains="D")
     problem.discretise_domain(1, "grid", domains="left")
     solver = PhysicsInformedSingleModelSolver(
-        problem, mlp(1, 1), weighting=SketchNTKWeighting(warmup_samples=2)
+        problem,
+        mlp(1, 1),
+        weighting=SketchNTKWeighting(sample_every_n_steps=1, warmup_samples=2),
     )
     make_trainer(solver, steps=1, ntk=False)
     network_only = block_traces(jacobian_blocks(solver))
@@ -269,7 +279,7 @@ def test_float64_end_to_end(name):
         weighting = {
             "exact": lambda: NTKWeighting(),
             "predictor-central": lambda: SketchNTKWeighting(
-                warmup_samples=2, difference="central"
+                sample_every_n_steps=1, warmup_samples=2, difference="central"
             ),
             **SKETCHES,
         }[name]()

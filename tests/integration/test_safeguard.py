@@ -74,7 +74,11 @@ class BudgetCheck(lightning.Callback):
         (lambda g: NTKWeighting(safeguard=g), 0.005),
         (
             lambda g: SketchNTKWeighting(
-                alpha=0.5, warmup_samples=2, safeguard=g, seed=0
+                sample_every_n_steps=1,
+                alpha=0.5,
+                warmup_samples=2,
+                safeguard=g,
+                seed=0,
             ),
             0.3,
         ),

@@ -101,6 +101,7 @@ def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch):
         (["qtensor", "--fem-degree", "3"], "argument --fem-degree"),
         (["wave", "--quick", "--full-size"], "not allowed with"),
         (["wave", "--balanced-probe", "yes"], "unrecognized arguments"),
+        (["wave", "--sample-every", "0"], "argument --sample-every"),
         (["heat"], "invalid choice"),
         ([], "required"),
     ],
@@ -128,6 +129,18 @@ def test_presets_and_overrides():
     assert _settings(args, parser).balanced_probe  # the default
     args = parser.parse_args(["wave", "--no-balanced-probe"])
     assert not _settings(args, parser).balanced_probe
+    # the spacing of sketch samples: the weighting's default, or the flag
+    from pina_ntk import SketchNTKWeighting
+    from pina_ntk.paper.experiments.settings import make_weighting
+
+    default = SketchNTKWeighting().sample_every_n_steps
+    args = parser.parse_args(["wave"])
+    settings = _settings(args, parser)
+    assert settings.sample_every == default == 10
+    assert make_weighting("sketch", settings).sample_every_n_steps == default
+    args = parser.parse_args(["qtensor", "--sample-every", "3"])
+    settings = _settings(args, parser)
+    assert make_weighting("sketch", settings).sample_every_n_steps == 3
 
 
 def test_module_entry_point_reports_errors_without_traceback():
@@ -250,6 +263,7 @@ def test_director_picture_is_the_eigen_decomposition():
         ({"points": {"interior": 10}}, "points"),
         ({"points": {"pde": 0}}, "points"),
         ({"resample_every": -1}, "resample_every"),
+        ({"sample_every": 0}, "sample_every"),
     ],
 )
 def test_experiment_settings_reject_bad_values(kwargs, name):
@@ -283,12 +297,12 @@ def test_help_shows_each_experiments_defaults(capsys):
     with pytest.raises(SystemExit):
         main(["qtensor", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "NTK recomputations (default: 100)" in text  # qtensor's
+    assert "NTK updates (default: 100)" in text  # qtensor's
     assert "(default: 32)" in text  # --fem-cells
     with pytest.raises(SystemExit):
         main(["wave", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "NTK recomputations (default: 500)" in text
+    assert "NTK updates (default: 500)" in text
     assert "(default: none exact sketch)" in text
 
 

@@ -157,6 +157,12 @@ plt.show()
 # (`--no-balanced-probe`): the kernel's blocks are nearly balanced here
 # (final weights 0.95–1.14), so the probe's scaling changes little. The
 # parameter-space sketch is as accurate and cheaper per step.
+#
+# The sketch is refreshed every 10 steps (`SketchNTKWeighting`'s default
+# `sample_every_n_steps=10`, `--sample-every` on the command line). *The
+# outputs stored in this notebook were computed when it drew a sample at
+# every step (the default before 10); rerun the notebook for the current
+# default.*
 
 # %%
 results = run_qtensor(settings, progress=not quick_mode())

@@ -90,3 +90,23 @@ def relative_l2(prediction, reference):
     if not norm > 0:
         raise ValueError("the reference is zero: relative error undefined.")
     return float(torch.linalg.vector_norm(prediction - reference) / norm)
+
+
+def relative_error_fn(points, reference):
+    """
+    The relative L2 error of a solver on fixed points, as a function.
+
+    :param LabelTensor points: Inputs labelled like the problem's.
+    :param torch.Tensor reference: Reference outputs at ``points``.
+    :return: ``solver -> float`` (puts the solver in evaluation mode).
+    :rtype: callable
+    """
+
+    def error(solver):
+        solver.eval()
+        with torch.no_grad():
+            out = solver(points.to(solver.device))
+        prediction = torch.Tensor.as_subclass(out, torch.Tensor).cpu()
+        return relative_l2(prediction.reshape(reference.shape), reference)
+
+    return error

@@ -84,8 +84,11 @@ class ExperimentSettings:
         weighting's.
     :param int warmup_samples: Sketches averaged for the warm start.
         Default: the weighting's.
-    :param int exact_every: Steps between exact NTK recomputations
+    :param int exact_every: Steps between exact NTK updates
         (``NTKWeighting(update_every_n_steps=...)``). Default ``250``.
+    :param int sample_every: Steps between sketch samples
+        (``SketchNTKWeighting(sample_every_n_steps=...)``). Default: the
+        weighting's.
     :param str safeguard: ``default`` (the spaced-update rule) or ``none``
         (every weight update applied). Default ``none``, unlike the
         weightings (``"default"``).
@@ -121,6 +124,7 @@ class ExperimentSettings:
     alpha: float = SKETCH_DEFAULTS["alpha"]
     warmup_samples: int = SKETCH_DEFAULTS["warmup_samples"]
     exact_every: int = 250
+    sample_every: int = SKETCH_DEFAULTS["sample_every_n_steps"]
     safeguard: str = "none"
     seed: int = 0
     accelerator: str = "cpu"
@@ -132,6 +136,7 @@ class ExperimentSettings:
         for name in ("steps", "width", "depth", "lr_decay_steps"):
             check_int(name, getattr(self, name), 1)
         check_int("exact_every", self.exact_every, 1)
+        check_int("sample_every", self.sample_every, 1)
         check_int("warmup_samples", self.warmup_samples, 1)
         check_int("resample_every", self.resample_every, 0)
         check_int("seed", self.seed, 0)
@@ -206,6 +211,7 @@ def make_weighting(kind, settings):
     # overhead at little memory cost.
     return SketchNTKWeighting(
         alpha=settings.alpha,
+        sample_every_n_steps=settings.sample_every,
         warmup_samples=settings.warmup_samples,
         estimator=settings.estimator,
         balanced_probe=settings.balanced_probe,

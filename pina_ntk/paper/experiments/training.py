@@ -8,7 +8,7 @@ import contextlib
 import logging
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import lightning
 import torch
@@ -45,6 +45,48 @@ class _History(Callback):
         weights = ntk_weights_of(pl_module)
         if weights:
             self.weights.append(weights)
+
+
+class ErrorHistory(Callback):
+    """
+    Records an error of the solver every ``every`` optimisation steps, with
+    the training time spent so far (the evaluations' own time excluded), so
+    that runs can be compared at equal wall time.
+
+    :param int every: Steps between evaluations (after steps ``every``,
+        ``2 every``, ... and after the last step).
+    :param callable error_fn: ``solver -> float``, e.g. the relative L2
+        error on a fixed grid.
+    """
+
+    def __init__(self, every, error_fn):
+        self.every = every
+        self.error_fn = error_fn
+        self.steps, self.seconds, self.errors = [], [], []
+        #: Seconds spent in evaluations (not training).
+        self.excluded = 0.0
+        self._start = None
+
+    def on_train_start(self, trainer, pl_module):
+        self._start = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step % self.every == 0:
+            self._record(trainer.global_step, pl_module)
+
+    def on_train_end(self, trainer, pl_module):
+        if not self.steps or self.steps[-1] != trainer.global_step:
+            self._record(trainer.global_step, pl_module)
+
+    def _record(self, step, solver):
+        now = time.perf_counter()
+        training = solver.training
+        error = float(self.error_fn(solver))
+        solver.train(training)
+        self.steps.append(step)
+        self.seconds.append(now - self._start - self.excluded)
+        self.errors.append(error)
+        self.excluded += time.perf_counter() - now
 
 
 def ntk_weights_of(solver):
@@ -101,6 +143,9 @@ class TrainResult:
     :param list weights: NTK weights ``{condition: w}`` at those steps
         (empty without NTK weighting).
     :param dict final_weights: The weights after the last step.
+    :param dict error_history: With ``error_fn``: ``steps``, ``seconds``
+        (training time so far, evaluations excluded) and ``errors``; empty
+        lists otherwise.
     """
 
     weighting: str
@@ -110,6 +155,9 @@ class TrainResult:
     losses: list
     weights: list
     final_weights: dict
+    error_history: dict = field(
+        default_factory=lambda: {"steps": [], "seconds": [], "errors": []}
+    )
 
     def predict(self, points):
         """
@@ -125,7 +173,9 @@ class TrainResult:
         return torch.Tensor.as_subclass(out, torch.Tensor).cpu()
 
 
-def train_pinn(problem, weighting, settings, progress=False):
+def train_pinn(
+    problem, weighting, settings, progress=False, error_fn=None, error_every=0
+):
     """
     Train a PINN with the given loss weighting, resampling points each step.
 
@@ -133,7 +183,13 @@ def train_pinn(problem, weighting, settings, progress=False):
     :param str weighting: ``"none"``, ``"exact"`` or ``"sketch"``.
     :param ExperimentSettings settings: The settings.
     :param bool progress: Show a progress bar over the steps.
-    :return: The trained solver, timings and histories.
+    :param callable error_fn: ``solver -> float``, recorded every
+        ``error_every`` steps with the training time so far
+        (:class:`ErrorHistory`); ``None`` records nothing. Default ``None``.
+    :param int error_every: See ``error_fn``. Default ``0`` (only with
+        ``error_fn``: after the last step only).
+    :return: The trained solver, timings and histories; ``wall_time``
+        excludes the evaluations of ``error_fn``.
     :rtype: TrainResult
     :raises ValueError: On an unknown weighting or bad settings.
     """
@@ -166,15 +222,27 @@ def train_pinn(problem, weighting, settings, progress=False):
     callbacks = [history]
     if settings.resample_every > 0:
         callbacks.append(ResampleCallback(settings.resample_every, counts))
+    errors = None
+    if error_fn is not None:
+        errors = ErrorHistory(error_every or settings.steps, error_fn)
+        callbacks.append(errors)
     if progress:
         callbacks.append(_Progress(settings.steps, weighting))
-    with _quiet_lightning():
+    with quiet_lightning():
         trainer = make_trainer(
             solver, settings.steps, callbacks, settings.accelerator
         )
         start = time.perf_counter()
         trainer.train()
         wall_time = time.perf_counter() - start
+    history_of_errors = {"steps": [], "seconds": [], "errors": []}
+    if errors is not None:
+        wall_time -= errors.excluded
+        history_of_errors = {
+            "steps": errors.steps,
+            "seconds": errors.seconds,
+            "errors": errors.errors,
+        }
     return TrainResult(
         weighting=weighting,
         solver=solver,
@@ -183,6 +251,7 @@ def train_pinn(problem, weighting, settings, progress=False):
         losses=history.losses,
         weights=history.weights,
         final_weights=ntk_weights_of(solver),
+        error_history=history_of_errors,
     )
 
 
@@ -231,21 +300,28 @@ def make_trainer(solver, steps, callbacks, accelerator="cpu"):
 
 
 @contextlib.contextmanager
-def _quiet_lightning():
-    # Lightning's start-up banners and two warnings that do not apply here
-    # (no validation set; batch size inferred for logged scalars) would
-    # bury the tutorial's output.
+def quiet_lightning(*messages):
+    """
+    Silence Lightning's start-up banners and the warnings that do not apply
+    to the experiments' full-batch training (no validation set; batch size
+    inferred for logged scalars), which would bury a tutorial's output.
+
+    :param str messages: More warning messages (regular expressions) to
+        ignore.
+    """
     logger = logging.getLogger("lightning.pytorch")
     level = logger.level
     logger.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*val_dataloader.*")
-            warnings.filterwarnings(
-                "ignore", message=".*ambiguous collection.*"
-            )
-            # emitted by Lightning's own internals, nothing for users to fix
-            warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+            for message in (
+                ".*val_dataloader.*",
+                ".*ambiguous collection.*",
+                # emitted by Lightning's own internals, nothing to fix
+                ".*LeafSpec.*",
+                *messages,
+            ):
+                warnings.filterwarnings("ignore", message=message)
             yield
     finally:
         logger.setLevel(level)

@@ -120,6 +120,22 @@ class WaveResults:
         return "\n".join(rows)
 
 
+def wave_grid(size):
+    """
+    The evaluation grid of the wave experiment and the exact solution on it.
+
+    :param int size: Points per axis on ``[0, 1]^2``.
+    :return: ``(x, t, points, exact)``: the axes, the grid as a
+        ``LabelTensor`` (``x`` slowest) and the solution at its points.
+    :rtype: tuple
+    """
+    x = torch.linspace(0.0, 1.0, size)
+    t = torch.linspace(0.0, 1.0, size)
+    points = grid_points(["x", "t"], [x, t])
+    exact = WaveProblem().solution(points)
+    return x, t, points, torch.Tensor.as_subclass(exact, torch.Tensor)
+
+
 def run_wave(settings=None, progress=False, on_result=None):
     """
     Train the requested PINNs on the wave problem and evaluate them.
@@ -133,11 +149,7 @@ def run_wave(settings=None, progress=False, on_result=None):
     :rtype: WaveResults
     """
     settings = settings or WaveSettings()
-    x = torch.linspace(0.0, 1.0, settings.grid)
-    t = torch.linspace(0.0, 1.0, settings.grid)
-    points = grid_points(["x", "t"], [x, t])
-    problem = WaveProblem()
-    exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
+    x, t, points, exact = wave_grid(settings.grid)
     shape = (len(x), len(t))
     results = WaveResults(
         settings=settings,

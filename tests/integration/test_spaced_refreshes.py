@@ -1,0 +1,153 @@
+"""Spaced refreshes: a sketch sample (or exact update) every k steps."""
+
+import math
+
+import pytest
+import torch
+
+from pina_ntk import NTKWeighting, SketchNTKWeighting
+from pina_ntk.core.moving_average import rate_per_sample
+
+from conftest import WeightHistory, make_solver, make_trainer, ntk_callback
+
+
+class SpySketch(SketchNTKWeighting):
+    """Records the step of every prepared sample and every completed one."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.prepared_at, self.samples = [], []
+
+    def prepare_sample(self, params, residuals, generator, scales=None):
+        self.prepared_at.append(self.driver.step)
+        return super().prepare_sample(params, residuals, generator, scales)
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        sizes = torch.tensor(
+            [r.numel() for r in prepared["residuals"]], dtype=traces.dtype
+        )
+        self.samples.append((self.driver.step, traces / sizes))
+        return traces, kernel
+
+
+def train(weighting, steps=8, kind="wave", **solver_options):
+    solver = make_solver(kind, weighting=weighting, **solver_options)
+    history = WeightHistory()
+    trainer = make_trainer(solver, steps=steps, callbacks=[history])
+    trainer.train()
+    return history.weights, trainer
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+@pytest.mark.parametrize("estimator", ["predictor", "parameter"])
+def test_samples_are_drawn_every_k_steps(estimator, deferred):
+    weighting = SpySketch(
+        alpha=0.2,
+        warmup_samples=3,
+        estimator=estimator,
+        sample_every_n_steps=3,
+        sample_after_backward=deferred,
+        seed=1,
+    )
+    train(weighting, steps=8)
+    # the warm start's 3 samples at step 0, then one sample at steps 0 (if
+    # deferred), 3 and 6
+    expected = [0, 0, 0] + ([0] if deferred else []) + [3, 6]
+    assert [step for step, _ in weighting.samples] == expected
+    assert ntk_callback_refreshes(weighting) == 3
+
+
+def ntk_callback_refreshes(weighting):
+    return weighting.driver.statistics.refreshes
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_weights_change_only_when_a_sample_enters(deferred):
+    # parameter-space samples are never negative: every sample is usable
+    weighting = SketchNTKWeighting(
+        alpha=0.5,
+        warmup_samples=2,
+        estimator="parameter",
+        sample_every_n_steps=3,
+        sample_after_backward=deferred,
+        safeguard=None,
+        seed=2,
+    )
+    weights, _ = train(weighting, steps=9)
+    # a deferred sample of step t enters the weights of step t + 1; a
+    # same-step sample those of step t itself
+    entering = {1, 4, 7} if deferred else {3, 6}
+    for step in range(1, 9):
+        if step in entering:
+            assert weights[step] != weights[step - 1], step
+        else:
+            assert weights[step] == weights[step - 1], step
+
+
+@pytest.mark.parametrize("every", [1, 2, 5])
+def test_alpha_is_a_rate_per_optimisation_step(every):
+    alpha = 0.2
+    weighting = SpySketch(
+        alpha=alpha,
+        warmup_samples=2,
+        estimator="parameter",
+        sample_every_n_steps=every,
+        safeguard=None,
+        seed=4,
+    )
+    _, trainer = train(weighting, steps=11)
+    statistics = ntk_callback(trainer).statistics
+    rate = 1.0 - (1.0 - alpha) ** every
+    assert statistics.state_dict()["diag"]["alpha"] == pytest.approx(rate)
+    # the buffer is the warm start's mean followed by one fold-in per sample
+    samples = [s for _, s in weighting.samples]
+    buffer = torch.stack(samples[:2]).mean(dim=0)
+    for sample in samples[2:]:
+        buffer = (1 - rate) * buffer + rate * sample
+    assert torch.allclose(statistics.trace_buffer, buffer, rtol=1e-6)
+    assert len(samples) == 2 + math.ceil(11 / every)
+
+
+def test_spaced_exact_updates_average_with_the_rate_of_their_spacing():
+    # with frozen parameters every exact update returns the same traces:
+    # the average of identical samples is that sample, whatever the rate
+    weighting = NTKWeighting(update_every_n_steps=2, alpha=0.3)
+    _, trainer = train(weighting, steps=5)
+    statistics = ntk_callback(trainer).statistics
+    assert statistics.state_dict()["diag"]["alpha"] == pytest.approx(
+        rate_per_sample(0.3, 2)
+    )
+    assert statistics.refreshes == 3
+
+
+def test_smoothed_exact_weights_move_less_than_plain_ones():
+    plain, _ = train(NTKWeighting(safeguard=None), steps=6)
+    smooth, _ = train(NTKWeighting(safeguard=None, alpha=0.1), steps=6)
+    assert plain[0] == smooth[0]  # the first update is the warm start
+
+    def change(history, name):
+        return abs(math.log(history[-1][name] / history[0][name]))
+
+    for name in plain[0]:
+        assert change(smooth, name) < change(plain, name)
+
+
+def test_float64_training_with_spaced_samples():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        weighting = SketchNTKWeighting(
+            alpha=0.3, warmup_samples=3, sample_every_n_steps=2, seed=0
+        )
+        weights, trainer = train(weighting, steps=5)
+    finally:
+        torch.set_default_dtype(previous)
+    statistics = ntk_callback(trainer).statistics
+    assert statistics.trace_buffer.dtype == torch.float64
+    assert statistics.weight_tensor.dtype == torch.float64
+    assert all(
+        math.isfinite(w) and w > 0 for step in weights for w in step.values()
+    )
