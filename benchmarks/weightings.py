@@ -145,6 +145,8 @@ SMOOTHING_COMPARED = (
 FULL = dict(
     width=64,
     depth=3,
+    fourier_features=0,
+    fourier_scale=1.0,
     lr=1e-3,
     lr_decay=0.9,
     lr_decay_steps=1000,
@@ -163,6 +165,48 @@ QUICK = dict(
     update_every=5,
     point_scale=0.03,
 )
+#: The network and optimiser settings of the wave tutorial (random Fourier
+#: features into a wider MLP, its learning-rate schedule), read from
+#: :class:`~pina_ntk.paper.experiments.wave.WaveSettings`.
+TUTORIAL_NETWORK = (
+    "width",
+    "depth",
+    "fourier_features",
+    "fourier_scale",
+    "lr",
+    "lr_decay",
+    "lr_decay_steps",
+)
+#: Problems whose runs depart from :data:`FULL`: ``wave`` trains the wave
+#: tutorial's network, without which no weighting learnt it in 2000 steps
+#: of the first, reduced run (relative L2 0.57-1.0 for all weightings),
+#: so its column compared nothing. ``acoustic_wave``, the same equation in
+#: PINA's zoo, keeps the plain MLP as a PINA user would start.
+TUTORIAL_NETWORK_PROBLEMS = ("wave",)
+
+
+def problem_settings(problem, settings):
+    """
+    The settings of a problem's runs: ``settings`` (:data:`FULL` or
+    :data:`QUICK`) with the wave tutorial's network on
+    :data:`TUTORIAL_NETWORK_PROBLEMS` (in ``--quick`` only its Fourier
+    embedding, on the tiny network).
+
+    :param str problem: A key of :data:`PROBLEMS`.
+    :param dict settings: :data:`FULL` or :data:`QUICK`.
+    :rtype: dict
+    """
+    if problem not in TUTORIAL_NETWORK_PROBLEMS:
+        return dict(settings)
+    from pina_ntk.paper.experiments.wave import WaveSettings
+
+    tutorial = WaveSettings()
+    names = TUTORIAL_NETWORK
+    if settings is QUICK or settings == QUICK:
+        names = ("fourier_features", "fourier_scale")
+    return dict(settings, **{name: getattr(tutorial, name) for name in names})
+
+
 QUICK_STEPS = 10
 QUICK_SEEDS = 1
 QUICK_PROBLEMS = ("poisson", "wave")
@@ -172,15 +216,17 @@ QUICK_PROBLEMS = ("poisson", "wave")
 #: steps per problem and weighting, 1 torch thread, the machine's other
 #: core busy with another training process as the second worker's would
 #: be): the milliseconds per step in :data:`MS_PER_STEP`, which include the
-#: step-0 work (warm start, first update) spread over the 300 steps. The
-#: first six weightings together cost 85-165 ms a step per problem, 763 ms
-#: over all problems, and the smoothing study's two add about 43 ms on each
-#: of its three problems, 892 ms in all, so 4000 steps x 3 seeds take
-#: 4000 x 3 x 0.892 s / 2 workers = 89 min of training, about 92 min with
-#: each run's set-up and evaluations (a few seconds a run; a 1000-step
-#: check of the wave and Helmholtz problems gave the same costs within
-#: 20 %).
+#: step-0 work (warm start, first update) spread over the 300 steps. On the
+#: five zoo problems the first six weightings together cost 85-165 ms a
+#: step per problem, and the smoothing study's two add about 43 ms on each
+#: of Poisson and Helmholtz, 716 ms in all: 4000 steps x 3 seeds. ``wave``
+#: trains the tutorial's wider network with Fourier features
+#: (``--calibrate 200 --workers 2``: 263 ms a step for its eight
+#: weightings), so 2 seeds. In all 4000 x (3 x 0.716 + 2 x 0.263) s / 2
+#: workers = 89 min of training, about 92 min with each run's set-up and
+#: evaluations (a few seconds a run).
 FULL_RUNS = {problem: (4000, 3) for problem in PROBLEMS}
+FULL_RUNS["wave"] = (4000, 2)
 
 
 def _with_spaced_exact(costs):
@@ -213,7 +259,8 @@ MS_PER_STEP = {
         "diffusion_reaction": (12.3, 20.1, 14.6, 30.8, 18.5, 22.7),
         "acoustic_wave": (13.0, 15.9, 13.2, 24.2, 17.6, 22.0),
         "advection": (8.0, 11.8, 9.5, 25.2, 12.8, 17.7),
-        "wave": (19.7, 24.9, 15.2, 24.6, 21.3, 28.8),
+        # the tutorial's network, --calibrate 200 --workers 2
+        "wave": (26.3, 36.4, 25.7, 50.6, 31.0, 30.7),
     }.items()
 }
 #: Seconds per run beyond its training steps (Lightning's set-up, the
@@ -493,6 +540,8 @@ def _train(job, record):
         len(problem.output_variables),
         job["width"],
         job["depth"],
+        fourier_features=job.get("fourier_features", 0),
+        fourier_scale=job.get("fourier_scale", 1.0),
     )
     weighting = make_weighting(
         job["weighting"], job["update_every"], job["seed"]
@@ -581,11 +630,12 @@ def plan_jobs(problems, weightings_of, settings, steps_of, seeds_of):
     jobs = []
     for problem in problems:
         counts = point_counts(problem, settings["point_scale"])
+        own = problem_settings(problem, settings)
         for weighting in weightings_of(problem):
             for seed in range(seeds_of(problem)):
                 jobs.append(
                     dict(
-                        settings,
+                        own,
                         problem=problem,
                         weighting=weighting,
                         seed=seed,
@@ -922,6 +972,162 @@ def make_figure(problem, analysis, update_every, path):
     plt.close(fig)
 
 
+def short(value):
+    """An error in two significant digits, as the summary shows it."""
+    if value >= 10:
+        return f"{value:.0f}"
+    if 1 <= value < 10:
+        return f"{value:.1f}"
+    if 0.1 <= value < 1:
+        return f"{value:.2f}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def summary_section(records, problems, weightings, every, parts):
+    """
+    The report's summary: the median error of every problem and
+    weighting, at equal steps and at equal training time, the lowest of
+    each problem in bold.
+
+    :param list records: Every record of the run.
+    :param list problems: The problems, in column order.
+    :param list weightings: The weightings, in row order.
+    :param int every: The settings' ``update_every``.
+    :param list parts: :func:`parts_of` the report.
+    :return: Markdown lines.
+    :rtype: list[str]
+    """
+    analyses = {p: analyse(records, p, weightings) for p in problems}
+    problems = [p for p in problems if analyses[p]["rows"]]
+    mixed = [p for p in problems if len(origins(records, p, parts)) > 1]
+    lines = [
+        "## Summary",
+        "",
+        "Median relative L2 over seeds (failed runs counted in brackets; "
+        "— where the weighting was not run); per problem the lowest in "
+        "bold. The sections below give ranges, costs and weights.",
+        "",
+    ]
+    for title, key in (
+        ("After the same number of steps", "final"),
+        ("After the same training time (each problem's time budget)", None),
+    ):
+        cells = {}
+        for problem in problems:
+            rows = analyses[problem]["rows"]
+            for weighting, row in rows.items():
+                if key is None and (
+                    problem in mixed or analyses[problem]["budget"] is None
+                ):
+                    continue
+                values = row["final"] if key else row["at_budget"]
+                median, _, _, failed = summary(values)
+                cells[problem, weighting] = (median, failed, len(values))
+        table = []
+        for weighting in weightings:
+            row = [label(weighting, every)]
+            if not any((p, weighting) in cells for p in problems):
+                continue
+            for problem in problems:
+                if (problem, weighting) not in cells:
+                    row.append("—")
+                    continue
+                median, failed, runs = cells[problem, weighting]
+                medians = [
+                    cells[problem, w][0]
+                    for w in weightings
+                    if (problem, w) in cells and cells[problem, w][0]
+                ]
+                if median is None:
+                    text = "failed"
+                else:
+                    # ties as shown are all bold
+                    text = short(median)
+                    if text == short(min(medians)):
+                        text = f"**{text}**"
+                if failed:
+                    text += f" ({failed}/{runs} failed)"
+                row.append(text)
+            table.append(row)
+        header = ["weighting"] + problems
+        if key is None:
+            budgets = [
+                (
+                    "—"
+                    if p in mixed or analyses[p]["budget"] is None
+                    else f"{analyses[p]['budget']:.0f} s"
+                )
+                for p in problems
+            ]
+            table.insert(0, ["*time budget*"] + budgets)
+        steps = sorted(
+            {
+                next(iter(analyses[p]["rows"].values()))["steps"]
+                for p in problems
+            }
+        )
+        lines += [
+            f"{title}"
+            + (f" ({', '.join(map(str, steps))} steps)" if key else "")
+            + ":",
+            "",
+            *harness.markdown_table(header, "l" + "r" * len(problems), table),
+            "",
+        ]
+    if mixed:
+        lines += [
+            f"Not compared at equal time: {', '.join(mixed)} (runs on "
+            "several machines).",
+            "",
+        ]
+    # the smoothing study's two weightings do the same work per step: their
+    # cost difference is the timing noise under each equal-time column
+    twins = []
+    for problem in problems:
+        rows = analyses[problem]["rows"]
+        costs = [
+            rows.get(w, {}).get("ms_per_step") for w in SMOOTHING_WEIGHTINGS
+        ]
+        if all(costs):
+            twins.append(f"{problem} {costs[0]:.1f} and {costs[1]:.1f} ms")
+    if twins:
+        lines += [
+            "Timing noise: the equal-time table rests on each run's own "
+            "wall time, measured while another run shared the machine. "
+            f"{label(SMOOTHING_WEIGHTINGS[0], every)} and "
+            f"{label(SMOOTHING_WEIGHTINGS[1], every)} do the same work per "
+            "step (a moving average costs nothing measurable), yet their "
+            f"median steps took {'; '.join(twins)}: differences of that "
+            "size in *cost per step* are noise, not cost.",
+            "",
+        ]
+    return lines
+
+
+def network_text(settings):
+    """
+    The network and optimiser of a run's settings, in words.
+
+    :param dict settings: :data:`FULL`, :data:`QUICK` or a run's record.
+    :rtype: str
+    """
+    features = settings.get("fourier_features", 0)
+    embedding = (
+        f"{features} random Fourier features (scale "
+        f"{settings.get('fourier_scale', 1.0):g}) into "
+        if features
+        else ""
+    )
+    return (
+        f"{embedding}a tanh MLP with {settings['depth']} hidden layers of "
+        f"{settings['width']}{'' if features else ', no Fourier features'}; "
+        f"Adam, learning rate {settings['lr']:g}, multiplied by "
+        f"{settings['lr_decay']:g} every {settings['lr_decay_steps']} steps "
+        "(smoothly, per step)"
+    )
+
+
 def _plain(text):
     """A label without markdown code marks, for the figure."""
     return text.replace("`", "")
@@ -989,6 +1195,9 @@ def render(data, output_dir):
             runs_line,
             "",
         ]
+    lines += summary_section(
+        records, meta["problems"], weightings, every, parts
+    )
     lines += [
         "## Set-up",
         "",
@@ -1021,13 +1230,10 @@ def render(data, output_dir):
         "seeded initialisation on the same fresh random points each step "
         "(PINA's `random` sampling of each condition's domain; the counts "
         "below), with the same optimiser; only the loss weighting differs. "
-        f"The network: a tanh MLP with {settings['depth']} hidden layers "
-        f"of {settings['width']} (pina-ntk's `ScaledMLP`: inputs mapped "
-        "from the problem's box to [-1, 1], Xavier-normal weights, no "
-        "Fourier features). The optimiser: Adam, learning rate "
-        f"{settings['lr']:g}, multiplied by {settings['lr_decay']:g} every "
-        f"{settings['lr_decay_steps']} steps (smoothly, per step), one full "
-        "batch per step (PINA's `PhysicsInformedSingleModelSolver`, "
+        "The network and optimiser, unless a problem's section says "
+        f"otherwise: {network_text(settings)}. The network is pina-ntk's "
+        "`ScaledMLP` (inputs mapped from the problem's box to [-1, 1], "
+        "Xavier-normal weights). One full batch per step (PINA's `PhysicsInformedSingleModelSolver`, "
         "mean-squared residuals). Seeds 0, 1, ... set the initialisation, "
         "the points and the sketches' probes.",
         "",
@@ -1111,6 +1317,9 @@ def render(data, output_dir):
             + origin_text(origins(records, problem, parts)),
             "",
         ]
+        own = any_row["runs"][0]
+        if any(own.get(k) != settings.get(k) for k in TUTORIAL_NETWORK):
+            lines += [f"Network of this problem: {network_text(own)}.", ""]
         if problem in PROBLEM_NOTES:
             lines += [PROBLEM_NOTES[problem], ""]
         table = []
@@ -1486,12 +1695,17 @@ PROBLEM_NOTES = {
     "acoustic_wave": (
         "The same equation and solution as `wave`, with PINA's lumped "
         "conditions: `t0` holds the initial value and velocity as two "
-        "residual columns of one loss term, `boundary` both ends."
+        "residual columns of one loss term, `boundary` both ends. It keeps "
+        "the plain MLP of the other zoo problems, as a PINA user would "
+        "start; `wave` shows the same solution with the tutorial's network."
     ),
     "wave": (
         "pina-ntk's `WaveProblem` (the paper's Section 5.2.2, c = 2), one "
         "condition per loss term, at the paper's points per step "
-        "(`WaveProblem.PAPER_POINTS`)."
+        "(`WaveProblem.PAPER_POINTS`), with the wave tutorial's network and "
+        "learning-rate schedule: with the plain 3×64 MLP no weighting "
+        "learnt it in 2000 steps (relative L2 0.57-1.0 in a first, reduced "
+        "run), so that column compared nothing."
     ),
 }
 

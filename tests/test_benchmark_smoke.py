@@ -325,6 +325,32 @@ def test_weightings_quick(tmp_path):
         if "SketchNTK" in str(run["weighting_options"].get("class")):
             assert run["weighting_options"]["sample_every_n_steps"] >= 1
         assert run["machine_label"] == meta["machine_label"]
+    # wave trains with the tutorial's Fourier embedding (on the quick run's
+    # tiny MLP), the zoo problems without; the report says so per problem
+    from pina_ntk.paper.experiments.wave import WaveSettings
+
+    for (problem, _), run in runs.items():
+        expected = WaveSettings().fourier_features if problem == "wave" else 0
+        assert run["fourier_features"] == expected, problem
+        section = report[report.index(f"## {problem}") :]
+        section = section[: section.index("| weighting")]
+        assert ("Network of this problem" in section) == (problem == "wave")
+    # the summary: a column per problem, the median final error of each
+    # weighting, the lowest in bold
+    summary = report[report.index("## Summary") : report.index("## Set-up")]
+    rows = table_rows(summary, "| weighting")
+    assert len(rows) == len(weightings_run)
+    for column, problem in enumerate(problems, 1):
+        medians = {}
+        for (p, w), run in runs.items():
+            if p == problem and run["status"] == "ok":
+                medians[w] = run["final_error"]  # one seed: the median
+        shown = [row[column].strip("*") for row in rows]
+        assert float(shown[0]) == pytest.approx(medians["none"], rel=0.06)
+        best = [row[column] for row in rows if row[column].startswith("**")]
+        assert best and float(best[0].strip("*")) == pytest.approx(
+            min(medians.values()), rel=0.06
+        )
     # the spacing of exact_500 scales with update_every (5 x 5 in --quick)
     smoothed = runs[("wave", "exact_500_smoothed")]["weighting_options"]
     assert (
