@@ -202,7 +202,7 @@ def problem_settings(problem, settings):
 
     tutorial = WaveSettings()
     names = TUTORIAL_NETWORK
-    if settings is QUICK or settings == QUICK:
+    if settings == QUICK:
         names = ("fourier_features", "fourier_scale")
     return dict(settings, **{name: getattr(tutorial, name) for name in names})
 
@@ -573,9 +573,8 @@ def _train(job, record):
             trainer = make_trainer(solver, job["steps"], callbacks)
             trainer.train()
     finally:
-        history["steps"] += errors.steps
-        history["seconds"] += errors.seconds
-        history["errors"] += errors.errors
+        for key, values in errors.as_dict().items():
+            history[key] += values
         record["failure"] = watch.failure
         record["failed_at_step"] = watch.failed_at
         try:
@@ -1013,39 +1012,35 @@ def summary_section(records, problems, weightings, every, parts):
         ("After the same number of steps", "final"),
         ("After the same training time (each problem's time budget)", None),
     ):
+        # {(problem, weighting): (median, failed runs, runs)}
         cells = {}
         for problem in problems:
-            rows = analyses[problem]["rows"]
-            for weighting, row in rows.items():
-                if key is None and (
-                    problem in mixed or analyses[problem]["budget"] is None
-                ):
-                    continue
+            if key is None and (
+                problem in mixed or analyses[problem]["budget"] is None
+            ):
+                continue  # not compared at equal time
+            for weighting, row in analyses[problem]["rows"].items():
                 values = row["final"] if key else row["at_budget"]
                 median, _, _, failed = summary(values)
                 cells[problem, weighting] = (median, failed, len(values))
+        # the lowest median per problem, as shown: ties are all bold
+        best = {}
+        for (problem, _), (median, _, _) in cells.items():
+            if median is not None:
+                best[problem] = min(best.get(problem, median), median)
         table = []
         for weighting in weightings:
-            row = [label(weighting, every)]
             if not any((p, weighting) in cells for p in problems):
                 continue
+            row = [label(weighting, every)]
             for problem in problems:
                 if (problem, weighting) not in cells:
                     row.append("—")
                     continue
                 median, failed, runs = cells[problem, weighting]
-                medians = [
-                    cells[problem, w][0]
-                    for w in weightings
-                    if (problem, w) in cells and cells[problem, w][0]
-                ]
-                if median is None:
-                    text = "failed"
-                else:
-                    # ties as shown are all bold
-                    text = short(median)
-                    if text == short(min(medians)):
-                        text = f"**{text}**"
+                text = "failed" if median is None else short(median)
+                if median is not None and text == short(best[problem]):
+                    text = f"**{text}**"
                 if failed:
                     text += f" ({failed}/{runs} failed)"
                 row.append(text)

@@ -71,23 +71,25 @@ def on_cpu(report):
     return "device `cpu`" in report
 
 
-def run_script(name, tmp_path_factory, *flags):
-    """Run ``benchmarks/<name>`` with ``--quick``; return its report."""
-    output = tmp_path_factory.mktemp("bench") / "report.md"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(BENCHMARKS, name),
-            "--quick",
-            *flags,
-            "--output",
-            str(output),
-        ],
+def benchmark_process(script, *arguments, timeout=300):
+    """Run ``benchmarks/<script>`` with ``arguments``; return the completed
+    process (its return code unchecked)."""
+    return subprocess.run(
+        [sys.executable, os.path.join(BENCHMARKS, script)]
+        + [str(a) for a in arguments],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=timeout,
         check=False,
+    )
+
+
+def run_script(name, tmp_path_factory, *flags):
+    """Run ``benchmarks/<name>`` with ``--quick``; return its report."""
+    output = tmp_path_factory.mktemp("bench") / "report.md"
+    completed = benchmark_process(
+        name, "--quick", *flags, "--output", output, timeout=180
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     document = output.read_text(encoding="utf-8")
@@ -279,15 +281,7 @@ def test_weightings_quick(tmp_path):
     problems and machine labels (and its refusal of a run given twice)."""
 
     def weightings(*arguments):
-        return subprocess.run(
-            [sys.executable, os.path.join(BENCHMARKS, "weightings.py")]
-            + [str(a) for a in arguments],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        return benchmark_process("weightings.py", *arguments, timeout=180)
 
     completed = weightings(
         "--quick", "--workers", "1", "--output-dir", tmp_path
@@ -447,15 +441,7 @@ def test_weightings_quick(tmp_path):
 
 def run_benchmark(script, *arguments):
     """Run ``benchmarks/<script>`` with ``arguments``; fail on an error."""
-    completed = subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, script)]
-        + [str(a) for a in arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    completed = benchmark_process(script, *arguments)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout
 

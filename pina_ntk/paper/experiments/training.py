@@ -14,6 +14,7 @@ import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina import Trainer
+from typing_extensions import override
 from pina.optim import TorchOptimizer, TorchScheduler
 from pina.solver import PhysicsInformedSingleModelSolver
 
@@ -67,16 +68,33 @@ class ErrorHistory(Callback):
         self.excluded = 0.0
         self._start = None
 
+    @override
     def on_train_start(self, trainer, pl_module):
         self._start = time.perf_counter()
 
+    @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if trainer.global_step % self.every == 0:
             self._record(trainer.global_step, pl_module)
 
+    @override
     def on_train_end(self, trainer, pl_module):
         if not self.steps or self.steps[-1] != trainer.global_step:
             self._record(trainer.global_step, pl_module)
+
+    def as_dict(self):
+        """
+        The record so far.
+
+        :return: ``{"steps": [...], "seconds": [...], "errors": [...]}``
+            (copies).
+        :rtype: dict
+        """
+        return {
+            "steps": list(self.steps),
+            "seconds": list(self.seconds),
+            "errors": list(self.errors),
+        }
 
     def _record(self, step, solver):
         now = time.perf_counter()
@@ -238,11 +256,7 @@ def train_pinn(
     history_of_errors = {"steps": [], "seconds": [], "errors": []}
     if errors is not None:
         wall_time -= errors.excluded
-        history_of_errors = {
-            "steps": errors.steps,
-            "seconds": errors.seconds,
-            "errors": errors.errors,
-        }
+        history_of_errors = errors.as_dict()
     return TrainResult(
         weighting=weighting,
         solver=solver,
