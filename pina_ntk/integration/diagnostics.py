@@ -12,7 +12,11 @@ from ..core.checks import check_choice, check_int
 from ..core.weights import ntk_weights
 from .kernel_statistics import to_device
 from .ntk_weighting import NTKWeighting
-from .pina_adapter import solver_reduction, trainable_parameters
+from .pina_adapter import (
+    condition_data,
+    solver_reduction,
+    trainable_parameters,
+)
 from .recording import batch_calls, replay_residual_fn
 from .sketch_ntk_weighting import SketchNTKWeighting
 
@@ -36,8 +40,8 @@ def condition_calls(solver):
     batch = []
     device = solver.device
     for name, condition in solver.problem.conditions.items():
-        data = getattr(condition, "data", None)
-        if data is None or not hasattr(data, "keys"):
+        data = condition_data(condition)
+        if data is None:
             raise ValueError(
                 f"Condition {name!r} holds no points yet: create "
                 "pina.Trainer(solver, ...) first (it moves the problem's "
@@ -46,7 +50,7 @@ def condition_calls(solver):
         batch.append(
             (
                 name,
-                {key: to_device(data.data[key], device) for key in data.keys},
+                {key: to_device(value, device) for key, value in data.items()},
             )
         )
     return batch_calls(solver, batch)

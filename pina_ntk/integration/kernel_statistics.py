@@ -1,24 +1,26 @@
 """The kernel statistics of one training run, as one state object.
 
-:class:`KernelStatistics` turns the residual blocks of each optimisation step
-into condition weights: it draws the weighting's samples when due (the warm
-start first), folds them into the moving-average buffer (Algorithm 3), forms
-the weights, passes them through the spaced-update safeguard and keeps
-everything a resume needs. It knows torch and :mod:`pina_ntk.core` only:
-:class:`~pina_ntk.NTKCallback` feeds it the step's residual blocks, a residual
-function and the distributed sum, and checkpoints its
-:meth:`KernelStatistics.state_dict`.
+:class:`KernelStatistics` is the weighting's driver
+(:class:`~pina_ntk.integration.contract.WeightDriver`): it turns the
+residual blocks of each optimisation step into condition weights. It draws
+the weighting's samples when due (the warm start first), folds them into
+the moving-average buffer (Algorithm 3), forms the weights, passes them
+through the spaced-update safeguard and keeps everything a resume needs. It
+knows torch, :mod:`pina_ntk.core` and the contract only:
+:class:`~pina_ntk.NTKCallback` hands it each step's
+:class:`~pina_ntk.integration.contract.StepResiduals` and the distributed
+sum, and checkpoints its :meth:`KernelStatistics.state_dict`.
 
 One step, in order::
 
-    begin_step(rank)                   seed the step's probe stream
-    check_names(names)                 the same conditions at every step
-    refresh(blocks, params, fn)        if is_due(): sample -> buffer ->
+    begin_step(rank, residuals)        seed the step's probe stream
+    weights_for_step(losses)           (from the weighting, in PINA's loss)
+      check_names(names)               the same conditions at every step
+      refresh(blocks, params, fn)      if due: sample -> buffer ->
                                        safeguard -> weights
-    update_weights(blocks)             else, if weights_stale: buffer ->
+      update_weights(blocks)           else, if weights_stale: buffer ->
                                        safeguard -> weights
-    weight_tensor                      the step's weights, due or not
-    complete_deferred(fn)              after the backward pass, if pending
+    complete_deferred()                after the backward pass, if pending
     end_step()                         drop what is left, step += 1
 
 Refreshes come every ``weighting.refresh_every_n_steps`` steps; between
@@ -27,13 +29,15 @@ backward pass (deferred) enters the weights at the next step whether a
 refresh is due then or not.
 """
 
+import contextlib
 import hashlib
 
 import torch
 
 from ..core.estimators import balanced_probe_scales
-from ..core.moving_average import MovingAverage
+from ..core.moving_average import MovingAverage, rate_per_sample
 from ..core.weights import entry_weights, guarded_weights
+from .reports import RunReports, device_clock
 
 
 def probe_seed(seed, rank, step):
@@ -75,11 +79,12 @@ def local_sum(tensor):
 class KernelStatistics:
     """
     Warm start, moving-average buffers, probe scales, safeguard and weights
-    of one weighting over one training run.
+    of one weighting over one training run: the weighting's
+    :class:`~pina_ntk.integration.contract.WeightDriver`.
 
     :param weighting: The
-        :class:`~pina_ntk.integration.kernel_weighting.KernelWeighting`
-        whose options and sampling rule are used.
+        :class:`~pina_ntk.integration.contract.KernelRule` whose options
+        and sampling rule are used.
     :param str reduction: The solver's loss reduction, ``"mean"`` or
         ``"sum"``.
     :param callable global_sum: ``tensor -> tensor`` summed over the
@@ -97,55 +102,144 @@ class KernelStatistics:
         self.names = None
         self.seed = None
         self.generator = None
+        #: Refreshes (exact updates or samples; the warm start counts once).
+        self.refreshes = 0
+        #: Whether a training step is running (read by the weighting).
+        self.in_training_step = False
+        #: Counters and one-time warnings of the weight updates.
+        self.reports = RunReports()
+        self._residuals = None  # StepResiduals of the running step
         self._weights = None  # (C,) weights of the reduced condition losses
         self._traces = None  # (C,) trace estimates behind the weights
         self._diag = None  # MovingAverage of mean diag(K_cc) per condition
         self._kernel = None  # MovingAverage of the full kernel sketch
         self._points = None  # inputs of the last step (full-kernel check)
-        self._invalid = None  # 0-d bool: an estimate was unusable
-        self._warned_invalid = False
-        # (C,) counts of weight updates (refreshes, and the updates that take
-        # in a deferred sample between them) whose weight the bounds clamped
-        self._bound_hits = None
-        self._warned_bounds = False
-        # (C,) bool: a condition's trace was exactly zero (constant residual)
-        self._zero_trace = None
-        self._warned_zero_trace = False
         # ((entry counts, dtype, device), counts tensor) of this process
         self._counts = None
         # (prepared sample, parameters, global sizes) awaiting the backward
         self._pending = None
         # a deferred sample was folded in after the last weights were formed
         self._weights_stale = False
-        #: Refreshes (exact updates or samples; the warm start counts once).
-        self.refreshes = 0
 
     # ------------------------------------------------------------ the run
-    def start(self, device, seed=None):
+    def start(self, device):
         """
-        Create the probe stream on ``device``.
+        Create the probe stream on ``device`` for a fit.
+
+        Its base seed is the weighting's ``seed``; ``None`` draws one from
+        torch's global generator (``lightning.seed_everything`` fixes it).
+        A state restored afterwards brings its own.
 
         :param device: The solver's device.
-        :param int seed: The run's base seed; ``None`` draws one from
-            torch's global generator (``lightning.seed_everything`` fixes
-            it). A state restored afterwards brings its own.
         """
+        seed = self.weighting.seed
         if seed is None:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         self.seed = seed
         self.generator = torch.Generator(device=device)
+        self.reports.start_fit()
 
-    def begin_step(self, rank):
+    def begin_step(self, rank, residuals):
         """
-        Seed the probes of this step.
+        Open a training step: seed its probes and take its residuals.
 
         Probes depend only on ``(seed, rank, step)``: independent across
         ranks, and identical after a resume without saving generator states.
 
         :param int rank: The global rank of the process.
+        :param residuals: The step's
+            :class:`~pina_ntk.integration.contract.StepResiduals`.
         """
+        self.reports.start_step(residuals.device)
+        self._residuals = residuals
+        self.in_training_step = True
         self.generator.manual_seed(probe_seed(self.seed, rank, self.step))
 
+    def weights_for_step(self, losses):
+        """
+        The condition weights of the running training step.
+
+        Called by the weighting from inside PINA's loss aggregation, after
+        every condition's residual has been computed.
+
+        :param dict losses: ``{condition: scalar loss}``.
+        :return: ``{condition: 0-d weight tensor}``.
+        :rtype: dict
+        :raises RuntimeError: If the conditions differ from earlier steps'.
+        """
+        names = list(losses)
+        self.check_names(names)
+        residuals = self._residuals
+        if self.is_due():
+            params = residuals.parameters()
+            timed = self.reports.times_refresh
+            start = device_clock(residuals.device) if timed else None
+            with full_precision(residuals.device.type) as mixed:
+                # Under mixed precision the step's residual was computed in
+                # half precision, too coarse for finite differences and
+                # exact traces: take it again, in full precision (one more
+                # residual evaluation).
+                if mixed:
+                    blocks = residuals.residual_fn(names)(params)
+                else:
+                    blocks = residuals.blocks(names)
+                self.refresh(
+                    blocks,
+                    params,
+                    lambda chunk: residuals.residual_fn(names, chunk),
+                )
+            if timed:
+                entries = sum(b.numel() for b in blocks)
+                end = device_clock(residuals.device)
+                self.reports.check_refresh_cost(
+                    self.weighting, entries, start, end
+                )
+            if self.weighting.full_kernel:
+                self.check_fixed_points(residuals.inputs())
+        elif self._weights_stale:
+            # between refreshes, after a deferred sample: the weights take it
+            # in now (the safeguard reads the step's residual values)
+            with torch.no_grad():
+                self.update_weights(residuals.blocks(names))
+        return self.weight_tensors
+
+    def complete_deferred(self):
+        """
+        Complete a sample prepared before the backward pass, at the step's
+        parameters ``theta_t`` (the optimiser has not stepped yet). Every
+        point is evaluated at once: no training graph is alive now.
+        """
+        if self._pending is None:
+            return
+        prepared, params, sizes = self._pending
+        self._pending = None
+        residuals = self._residuals
+        with full_precision(residuals.device.type):
+            sample = self.weighting.complete_sample(
+                residuals.residual_fn(self.names),
+                params,
+                prepared,
+                self.generator,
+            )
+        self._fold_in([sample], sizes)
+        self._weights_stale = True
+
+    def end_step(self):
+        """Close the step: drop what is pending, count the step."""
+        self.close()
+        self.step += 1
+
+    def close(self):
+        """
+        Leave the step without counting it: drop the residuals and a
+        prepared sample that was not completed (its step had no backward
+        pass, and the parameters may have moved since).
+        """
+        self._pending = None
+        self._residuals = None
+        self.in_training_step = False
+
+    # ------------------------------------------------------- the statistics
     def check_names(self, names):
         """
         Require the conditions of the first step, in its order.
@@ -165,23 +259,8 @@ class KernelStatistics:
             )
 
     def is_due(self):
-        """
-        Whether the weighting refreshes the statistics at this step.
-
-        :rtype: bool
-        """
+        """:return: Whether the weighting refreshes at this step. :rtype: bool"""
         return self.weighting.is_due(self.step)
-
-    @property
-    def weights_stale(self):
-        """
-        Whether a deferred sample was folded in after the last weights were
-        formed (they are then formed again at this step, see
-        :meth:`update_weights`).
-
-        :rtype: bool
-        """
-        return self._weights_stale
 
     def refresh(self, residuals, params, residual_fn):
         """
@@ -239,42 +318,6 @@ class KernelStatistics:
         sizes = self.global_sum(self.local_sizes(residuals))
         self._update_weights(residuals, sizes)
 
-    @property
-    def has_pending(self):
-        """:return: Whether a prepared sample awaits completion. :rtype: bool"""
-        return self._pending is not None
-
-    def complete_deferred(self, residual_fn):
-        """
-        Complete a sample prepared before the backward pass, at the step's
-        parameters ``theta_t`` (the optimiser has not stepped yet).
-
-        :param callable residual_fn: ``params -> blocks``, every point at
-            once (no training graph is alive now).
-        """
-        if self._pending is None:
-            return
-        prepared, params, sizes = self._pending
-        self._pending = None
-        sample = self.weighting.complete_sample(
-            residual_fn, params, prepared, self.generator
-        )
-        self._fold_in([sample], sizes)
-        self._weights_stale = True
-
-    def end_step(self):
-        """Close the step: drop what is pending, count the step."""
-        self.drop_pending()
-        self.step += 1
-
-    def drop_pending(self):
-        """
-        Forget a prepared sample that was not completed: its step had no
-        backward pass (skipped, or training stopped inside it), and the
-        parameters may have moved since.
-        """
-        self._pending = None
-
     def check_fixed_points(self, points):
         """
         Require the same points as at the last step (``full_kernel=True``).
@@ -293,7 +336,6 @@ class KernelStatistics:
             )
         self._points = points
 
-    # ------------------------------------------------------------ helpers
     def local_sizes(self, residuals):
         """
         Entry counts of this process's blocks, rebuilt only when they
@@ -332,19 +374,18 @@ class KernelStatistics:
         if self._diag is None:
             # alpha is a rate per optimisation step; a sample every n steps
             # is folded in with the rate of n steps
-            rate = weighting.rate_per_refresh
+            rate = rate_per_sample(
+                weighting.alpha, weighting.refresh_every_n_steps
+            )
             self._diag = MovingAverage(rate)
             if weighting.full_kernel:
                 self._kernel = MovingAverage(rate)
         local = torch.stack([t for t, _ in samples])
         per_entry = self.global_sum(local) / sizes
         self._diag.update(per_entry)
-        self._flag_invalid(torch.isfinite(per_entry).all())
+        self.reports.flag_invalid(torch.isfinite(per_entry).all())
         if weighting.full_kernel:
             self._kernel.update(torch.stack([k for _, k in samples]))
-
-    def _flag_invalid(self, ok):
-        self._invalid = ~ok if self._invalid is None else self._invalid | ~ok
 
     @torch.no_grad()
     def _update_weights(self, residuals, sizes):
@@ -359,8 +400,8 @@ class KernelStatistics:
         weights, ok = guarded_weights(
             traces, sizes, previous, self.reduction, weighting.weight_bounds
         )
-        self._flag_invalid(ok)
-        self._count_bounds_and_zeros(weights, traces, ok)
+        self.reports.flag_invalid(ok)
+        self.reports.count(weights, traces, ok, weighting.weight_bounds)
         guard = weighting.safeguard
         if guard is not None:
             # in the buffer's precision: under mixed precision a step between
@@ -380,79 +421,25 @@ class KernelStatistics:
         self._weights = weights.detach()
         self._traces = traces.detach()
 
-    def _count_bounds_and_zeros(self, weights, traces, ok):
-        """Count the conditions whose weight a bound clamped, and flag the
-        ones whose trace is exactly zero (no device synchronisation)."""
-        lower, upper = self.weighting.weight_bounds
-        hits = ok & ((weights <= lower) | (weights >= upper))
-        zero = ok & (traces == 0)
-        if self._bound_hits is None:
-            self._bound_hits = torch.zeros_like(hits, dtype=torch.long)
-            self._zero_trace = torch.zeros_like(zero)
-        # a zero trace takes a fixed weight: not a bound binding
-        self._bound_hits = self._bound_hits + (hits & ~zero).to(torch.long)
-        self._zero_trace = self._zero_trace | zero
-
-    def take_bound_report(self):
+    # ------------------------------------------------------------ reading
+    @property
+    def weight_tensors(self):
         """
-        The conditions whose weight the bounds clamped so far, once.
+        The current weights as PINA uses them: ``{condition: 0-d tensor}``
+        (empty before the first step, restored ones after a resume).
 
-        Reads tensors from the device: call it on logging steps only.
-
-        :return: ``{condition: refreshes clamped}``, empty when there is
-            nothing (new) to report.
         :rtype: dict
         """
-        if self._warned_bounds or self._bound_hits is None:
+        if self._weights is None:
             return {}
-        hits = self.bound_hits
-        if not any(hits.values()):
-            return {}
-        self._warned_bounds = True
-        return {name: count for name, count in hits.items() if count}
+        return dict(zip(self.names, self._weights))
 
-    def take_zero_trace_report(self):
-        """
-        The conditions whose trace was exactly zero, once.
-
-        :return: Their names; empty when there is nothing (new) to report.
-        :rtype: list
-        """
-        if self._warned_zero_trace or self._zero_trace is None:
-            return []
-        names = [n for n, z in zip(self.names, self._zero_trace.tolist()) if z]
-        if names:
-            self._warned_zero_trace = True
-        return names
-
-    def take_invalid_report(self):
-        """
-        Whether an unusable estimate is still to be reported; ``True`` once.
-
-        Reading the flag synchronises with the device: call it on logging
-        steps only.
-
-        :rtype: bool
-        """
-        if self._warned_invalid or self._invalid is None:
-            return False
-        if bool(self._invalid):
-            self._warned_invalid = True
-            return True
-        return False
-
-    # ------------------------------------------------------------ reading
     @property
     def weights(self):
         """:return: The current weights ``{condition: float}``. :rtype: dict"""
         if self._weights is None:
             return {}
         return dict(zip(self.names, self._weights.tolist()))
-
-    @property
-    def weight_tensor(self):
-        """:return: The current ``(C,)`` weights, or ``None``."""
-        return self._weights
 
     @property
     def traces(self):
@@ -464,15 +451,13 @@ class KernelStatistics:
     @property
     def bound_hits(self):
         """
-        How many weight refreshes clamped each condition's weight to
+        How many weight updates clamped each condition's weight to
         ``weight_bounds``.
 
         :return: ``{condition: count}``; empty before the first weights.
         :rtype: dict
         """
-        if self._bound_hits is None:
-            return {}
-        return dict(zip(self.names, self._bound_hits.tolist()))
+        return self.reports.bound_hit_counts(self.names)
 
     @property
     def trace_buffer(self):
@@ -509,12 +494,12 @@ class KernelStatistics:
         if self._weights is None:
             return {}
         values = {}
+        hits = self.reports.bound_hits
         for index, name in enumerate(self.names):
             values[f"ntk_weight/{name}"] = self._weights[index]
             values[f"ntk_trace/{name}"] = self._traces[index]
-            if self._bound_hits is not None:
-                hits = self._bound_hits[index].to(torch.float32)
-                values[f"ntk_bound_hits/{name}"] = hits
+            if hits is not None:
+                values[f"ntk_bound_hits/{name}"] = hits[index].to(torch.float32)
         values["ntk_refreshes"] = torch.tensor(float(self.refreshes))
         guard = self.weighting.safeguard
         if guard is not None and guard.total is not None:
@@ -527,6 +512,7 @@ class KernelStatistics:
     def state_dict(self):
         """:return: Everything needed to resume identically. :rtype: dict"""
         guard = self.weighting.safeguard
+        reports = self.reports
         return {
             "step": self.step,
             "names": self.names,
@@ -539,10 +525,10 @@ class KernelStatistics:
             "points": self._points,
             "safeguard": None if guard is None else guard.state_dict(),
             "seed": self.seed,
-            "invalid": self._invalid,
-            "warned_invalid": self._warned_invalid,
-            "bound_hits": self._bound_hits,
-            "zero_trace": self._zero_trace,
+            "invalid": reports.invalid,
+            "warned_invalid": reports.warned_invalid,
+            "bound_hits": reports.bound_hits,
+            "zero_trace": reports.zero_trace,
             "weights_stale": self._weights_stale,
             "refreshes": self.refreshes,
         }
@@ -559,22 +545,34 @@ class KernelStatistics:
         self._weights = to_device(state["weights"], device)
         self._traces = to_device(state["traces"], device)
         self._points = to_device(state["points"], device)
-        self._invalid = to_device(state["invalid"], device)
-        self._warned_invalid = state["warned_invalid"]
-        # absent from checkpoints written before pina-ntk counted them
-        self._bound_hits = to_device(state.get("bound_hits"), device)
-        self._zero_trace = to_device(state.get("zero_trace"), device)
-        # absent from checkpoints written before spaced refreshes
-        self._weights_stale = state.get("weights_stale", False)
-        self.refreshes = state.get("refreshes", 0)
+        self._weights_stale = state["weights_stale"]
+        self.refreshes = state["refreshes"]
         self._diag = _restore_average(state["diag"], device)
         self._kernel = _restore_average(state["kernel"], device)
+        reports = self.reports
+        reports.invalid = to_device(state["invalid"], device)
+        reports.warned_invalid = state["warned_invalid"]
+        reports.bound_hits = to_device(state["bound_hits"], device)
+        reports.zero_trace = to_device(state["zero_trace"], device)
         guard = self.weighting.safeguard
         if guard is not None and state["safeguard"] is not None:
             guard.load_state_dict(
                 {k: to_device(v, device) for k, v in state["safeguard"].items()}
             )
         self.seed = state["seed"]
+
+
+@contextlib.contextmanager
+def full_precision(device_type):
+    """
+    Run the enclosed code without autocast on ``device_type``.
+
+    :param str device_type: ``"cpu"``, ``"cuda"``, ...
+    :return: A context whose value says whether autocast was on.
+    """
+    mixed = torch.is_autocast_enabled(device_type)
+    with torch.autocast(device_type, enabled=False):
+        yield mixed
 
 
 def _restore_average(saved, device):

@@ -2,42 +2,23 @@
 
 :class:`KernelWeighting` is what PINA sees: a
 :class:`pina.weighting.BaseWeighting` whose ``update_weights`` hands the
-step's losses to the :class:`~pina_ntk.NTKCallback` that drives it. The
-weighting itself is configuration plus the sampling rule (how one sample of
-the block traces is drawn); the statistics of a run (warm start, moving
-average, safeguard) live in the callback's
-:class:`~pina_ntk.integration.kernel_statistics.KernelStatistics`.
-
-The contract between weighting and callback, in full:
-
-* when PINA attaches the weighting to a solver, the weighting makes the
-  solver offer an :class:`~pina_ntk.NTKCallback` through Lightning's
-  ``configure_callbacks``
-  (:func:`~pina_ntk.integration.pina_adapter.offer_callback`), unless the
-  trainer was given one;
-* the callback calls :meth:`KernelWeighting.connect` once, in ``setup``;
-* the weighting calls the callback's ``weights_for_step(losses)`` from inside
-  PINA's loss aggregation of a training step, and reads its
-  ``in_training_step`` and ``weight_tensors`` (the weights of the last
-  training step, also after a resume);
-* the statistics call the weighting's :meth:`~KernelWeighting.is_due`,
-  :meth:`~KernelWeighting.warm_start`, :meth:`~KernelWeighting.sample`,
-  :meth:`~KernelWeighting.prepare_sample` and
-  :meth:`~KernelWeighting.complete_sample`, and read its options
-  (``rate_per_refresh``, ``warmup_samples``, ``full_kernel``,
-  ``uses_probe_scales``, ``sample_after_backward``,
-  ``evaluation_chunk_size``, ``safeguard``, ``weight_bounds``).
+step's losses to its driver. The weighting itself is configuration plus the
+sampling rule (how one sample of the block traces is drawn): a
+:class:`~pina_ntk.integration.contract.KernelRule`. The statistics of a run
+(warm start, moving average, safeguard) live in its driver, the
+:class:`~pina_ntk.integration.kernel_statistics.KernelStatistics` of the
+:class:`~pina_ntk.NTKCallback` that PINA's trainer runs; the weighting
+reads the driver through the
+:class:`~pina_ntk.integration.contract.WeightDriver` protocol only.
 """
 
 from abc import abstractmethod
 
 import torch
-from pina.weighting import BaseWeighting
-
 from ..core.estimators import balanced_probe_scales
-from ..core.moving_average import rate_per_sample
 from ..core.safeguard import SpacedUpdateSafeguard
-from .pina_adapter import offer_callback
+from .callback import NTKCallback
+from .pina_adapter import SolverAttachedWeighting, offer_callback
 
 
 def make_safeguard(safeguard):
@@ -83,7 +64,7 @@ def check_bounds(bounds):
     return lower, upper
 
 
-class KernelWeighting(BaseWeighting):
+class KernelWeighting(SolverAttachedWeighting):
     """
     Base class of the NTK weightings (not for direct use).
 
@@ -112,7 +93,6 @@ class KernelWeighting(BaseWeighting):
     needs_full_precision = False
 
     def __init__(self, safeguard, weight_bounds):
-        self._attached_solver = None
         # PINA calls update_weights every step with update_every_n_epochs=1;
         # when statistics are refreshed is decided per optimisation step here.
         super().__init__(update_every_n_epochs=1, aggregator="sum")
@@ -120,27 +100,23 @@ class KernelWeighting(BaseWeighting):
         self.weight_bounds = check_bounds(weight_bounds)
         self._driver = None
 
-    @property
-    def _solver(self):
-        # PINA's own field: BaseWeighting.__init__ and the solver's set-up
-        # write it; reading it back is PINA's `solver` property.
-        return self._attached_solver
+    def attached(self, solver):
+        """
+        From now on ``solver`` brings an :class:`~pina_ntk.NTKCallback` to
+        any ``Trainer`` that has none (zero set-up).
 
-    @_solver.setter
-    def _solver(self, solver):
-        # The moment PINA attaches this weighting to a solver: from then on
-        # the solver brings its NTKCallback to any Trainer (zero set-up).
-        self._attached_solver = solver
-        if solver is not None:
-            from .callback import NTKCallback
-
-            offer_callback(solver, NTKCallback)
+        :param solver: The PINA solver this weighting was attached to.
+        """
+        offer_callback(solver, NTKCallback)
 
     @property
     def driver(self):
         """
-        The :class:`~pina_ntk.NTKCallback` driving this weighting, or
-        ``None`` before a trainer has set it up.
+        The :class:`~pina_ntk.integration.contract.WeightDriver` computing
+        this weighting's weights (the
+        :class:`~pina_ntk.integration.kernel_statistics.KernelStatistics` of
+        its :class:`~pina_ntk.NTKCallback`), or ``None`` before a trainer
+        has set it up.
         """
         return self._driver
 
@@ -148,7 +124,7 @@ class KernelWeighting(BaseWeighting):
         """
         Let ``driver`` compute this weighting's weights.
 
-        :param driver: The :class:`~pina_ntk.NTKCallback`.
+        :param driver: A :class:`~pina_ntk.integration.contract.WeightDriver`.
         :raises ValueError: If another callback drives this weighting
             already.
         """
@@ -208,18 +184,6 @@ class KernelWeighting(BaseWeighting):
         :rtype: bool
         """
         return step % self.refresh_every_n_steps == 0
-
-    @property
-    def rate_per_refresh(self):
-        """
-        The moving-average rate of one refresh, ``1 - (1 - alpha)^n`` for
-        ``n = refresh_every_n_steps``
-        (:func:`~pina_ntk.core.moving_average.rate_per_sample`): ``alpha``
-        keeps its meaning per optimisation step whatever the spacing.
-
-        :rtype: float
-        """
-        return rate_per_sample(self.alpha, self.refresh_every_n_steps)
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
         """

@@ -1,5 +1,9 @@
 """How the callbacks log through Lightning (one rule for all of them)."""
 
+#: Steps between logged values when PINA's full-batch ``Trainer`` has set
+#: ``log_every_n_steps=0``: Lightning's own default.
+FALLBACK_LOG_EVERY = 50
+
 
 def is_logging_step(trainer, step, every=None):
     """
@@ -12,11 +16,12 @@ def is_logging_step(trainer, step, every=None):
     :param int step: The optimisation step, from 0.
     :param int every: Steps between logged values; ``None`` uses the
         trainer's ``log_every_n_steps``, or Lightning's default of 50 when
-        PINA has set it to 0 (full-batch training, one step per epoch).
+        PINA has set it to 0 (full-batch training, one step per epoch):
+        :data:`FALLBACK_LOG_EVERY`.
     :rtype: bool
     """
     if every is None:
-        every = trainer.log_every_n_steps or 50
+        every = trainer.log_every_n_steps or FALLBACK_LOG_EVERY
     return step % every == 0
 
 

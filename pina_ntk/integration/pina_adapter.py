@@ -1,20 +1,41 @@
-"""The one place where pina-ntk reads PINA's internals.
+"""The one place where pina-ntk touches PINA's internals.
 
-Each private field of PINA that pina-ntk needs is read by exactly one
-function here, so a change in PINA is mended in one place; the rest of the
-package uses these functions and PINA's public API. :func:`offer_callback`
-is the one place that gives a PINA solver something it lacks (Lightning's
-``configure_callbacks``).
+Every private field of PINA that pina-ntk reads or writes, every method it
+patches and every data container it opens is handled by one function or
+class here, so a change in PINA is mended in one place; the rest of the
+package uses these and PINA's public API (``tests/core/test_layers.py``
+checks it). What is touched, and why:
+
+* ``solver._reduction``: the user's loss reduction (PINA sets the loss
+  module's own to ``"none"``);
+* ``weighting._solver``: PINA writes it when it attaches a weighting to a
+  solver; :class:`SolverAttachedWeighting` turns the write into a hook;
+* ``solver.configure_callbacks``: PINA's solvers do not define it;
+  :func:`offer_callback` gives one to a solver instance;
+* ``condition.evaluate``: wrapped on condition instances while a callback
+  records residuals (:func:`wrap_evaluate`, :func:`unwrap_evaluate`);
+* ``condition.data`` and its ``data`` dict: a condition's stored points
+  (:func:`condition_data`, :func:`condition_points`,
+  :func:`store_condition_points`);
+* ``refinement._condition_to_update``: the conditions a refinement callback
+  updates (:func:`refinement_conditions`).
 """
 
 from collections.abc import Sequence
 
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from pina.solver import SingleModelSolver
+from pina.weighting import BaseWeighting
 
 from ..core.weights import REDUCTIONS
+from .contract import KernelRule
+
+#: Lightning precisions that keep the parameters in half precision.
+HALF_PRECISION = ("bf16-true", "16-true")
 
 
+# ----------------------------------------------------------------- solvers
 def solver_reduction(solver):
     """
     The reduction of the solver's loss (``"mean"``, ``"sum"``, ...).
@@ -26,59 +47,6 @@ def solver_reduction(solver):
     :rtype: str
     """
     return solver._reduction
-
-
-def offer_callback(solver, callback_type):
-    """
-    Make ``solver`` contribute a ``callback_type()`` to every ``Trainer`` that
-    fits it, through Lightning's ``LightningModule.configure_callbacks``,
-    unless the trainer holds a ``callback_type`` already (the user's, with
-    options, is then used; never two).
-
-    PINA's solvers do not define ``configure_callbacks``; the solver
-    instance gets one that returns what its class's returns plus the
-    callback. Lightning calls it once per ``fit``, before restoring a
-    checkpoint, so the callback's state is restored as usual.
-
-    :param solver: A PINA solver.
-    :param type callback_type: The callback class, built without arguments.
-    """
-    configure_class_callbacks = solver.configure_callbacks
-
-    def configure_callbacks():
-        callbacks = configure_class_callbacks() or []
-        if not isinstance(callbacks, Sequence):
-            callbacks = [callbacks]
-        callbacks = list(callbacks)
-        present = list(solver.trainer.callbacks) + callbacks
-        if not any(isinstance(c, callback_type) for c in present):
-            callbacks.append(callback_type())
-        return callbacks
-
-    solver.configure_callbacks = configure_callbacks
-
-
-def refinement_conditions(refinement):
-    """
-    The conditions a PINA refinement callback updates.
-
-    :param refinement: A :class:`pina.callback.BaseRefinement` after its
-        ``on_train_start``.
-    :return: The condition names.
-    :rtype: list[str]
-    """
-    return refinement._condition_to_update
-
-
-def as_plain_tensor(tensor):
-    """
-    A residual as a plain :class:`torch.Tensor` (drops PINA labels).
-
-    :param torch.Tensor tensor: A tensor or ``LabelTensor``.
-    :return: The same data and autograd history, as a plain tensor.
-    :rtype: torch.Tensor
-    """
-    return torch.Tensor.as_subclass(tensor, torch.Tensor)
 
 
 def trainable_parameters(solver):
@@ -117,3 +85,227 @@ def check_kernel_solver(solver, owner):
             f"{owner} needs a loss with reduction 'mean' or 'sum'; got "
             f"{reduction!r}."
         )
+
+
+def check_kernel_training(trainer, solver):
+    """
+    Require a training set-up the NTK weights can be computed in, and
+    return the solver's weighting.
+
+    :param trainer: The Lightning trainer.
+    :param solver: The Lightning module (a PINA solver).
+    :return: The solver's weighting.
+    :rtype: KernelRule
+    :raises ValueError: If the weighting is not a pina-ntk weighting or
+        belongs to another solver, the solver does not qualify
+        (:func:`check_kernel_solver`), the precision keeps half-precision
+        parameters for a weighting taking finite differences, or
+        ``full_kernel=True`` meets distributed training.
+    """
+    weighting = getattr(solver, "weighting", None)
+    if not isinstance(weighting, KernelRule):
+        raise ValueError(
+            "NTKCallback drives pina_ntk weightings only: build the solver "
+            "with weighting=pina_ntk.NTKWeighting(...) or "
+            "weighting=pina_ntk.SketchNTKWeighting(...); got "
+            f"{type(weighting).__name__}."
+        )
+    check_kernel_solver(solver, "NTKCallback")
+    if weighting.solver is not solver:
+        raise ValueError(
+            "This weighting object is attached to another solver: create "
+            "one weighting instance per solver."
+        )
+    if weighting.needs_full_precision and trainer.precision in HALF_PRECISION:
+        raise ValueError(
+            f"{type(weighting).__name__} cannot run with Trainer("
+            f"precision={trainer.precision!r}): its finite differences "
+            "need full-precision parameters. Use precision='bf16-mixed' "
+            "or '16-mixed' (the sketch then runs in full precision) or "
+            "'32-true'."
+        )
+    if weighting.full_kernel and trainer.world_size > 1:
+        raise ValueError(
+            "full_kernel=True is not available in distributed training: "
+            "each process only sees its share of the points. Use "
+            "full_kernel=False (per-condition traces are all-reduced)."
+        )
+    if not isinstance(solver.loss, torch.nn.MSELoss):
+        rank_zero_warn(
+            "NTK weights assume a squared-residual loss (torch.nn.MSELoss);"
+            f" the solver uses {type(solver.loss).__name__}."
+        )
+    return weighting
+
+
+# -------------------------------------------------------------- weightings
+class SolverAttachedWeighting(BaseWeighting):
+    """
+    A PINA weighting that is told when PINA attaches it to a solver.
+
+    PINA attaches a weighting by writing its private ``_solver`` field
+    (``BaseSolver._init_weighting_and_loss``); this class turns that write
+    into a call of :meth:`attached`, and PINA's public ``solver`` property
+    reads the field back as before.
+    """
+
+    @property
+    def _solver(self):
+        return self.__dict__.get("_attached_solver")
+
+    @_solver.setter
+    def _solver(self, solver):
+        self.__dict__["_attached_solver"] = solver
+        if solver is not None:
+            self.attached(solver)
+
+    def attached(self, solver):
+        """
+        Called when PINA attaches this weighting to ``solver``.
+
+        :param solver: The PINA solver.
+        """
+
+
+def offer_callback(solver, callback_type):
+    """
+    Make ``solver`` contribute a ``callback_type()`` to every ``Trainer`` that
+    fits it, through Lightning's ``LightningModule.configure_callbacks``,
+    unless the trainer holds a ``callback_type`` already (the user's, with
+    options, is then used; never two).
+
+    PINA's solvers do not define ``configure_callbacks``; the solver
+    instance gets one that returns what its class's returns plus the
+    callback. Lightning calls it once per ``fit``, before restoring a
+    checkpoint, so the callback's state is restored as usual.
+
+    :param solver: A PINA solver.
+    :param type callback_type: The callback class, built without arguments.
+    """
+    configure_class_callbacks = solver.configure_callbacks
+
+    def configure_callbacks():
+        callbacks = configure_class_callbacks() or []
+        if not isinstance(callbacks, Sequence):
+            callbacks = [callbacks]
+        callbacks = list(callbacks)
+        present = list(solver.trainer.callbacks) + callbacks
+        if not any(isinstance(c, callback_type) for c in present):
+            callbacks.append(callback_type())
+        return callbacks
+
+    solver.configure_callbacks = configure_callbacks
+
+
+# -------------------------------------------------------------- conditions
+def class_evaluate(condition):
+    """
+    The condition's own ``evaluate`` method, looked up on its class so that
+    a wrapper stored on the instance (:func:`wrap_evaluate`) is bypassed.
+
+    :param condition: A PINA condition.
+    :rtype: callable
+    """
+    return type(condition).evaluate.__get__(condition)
+
+
+def wrap_evaluate(problem, wrap):
+    """
+    Store ``wrap(name, evaluate)`` on each condition of ``problem`` in place
+    of its ``evaluate``, where ``evaluate`` is the condition's own method.
+
+    PINA calls ``condition.evaluate(batch, solver)`` for every condition of
+    every training batch; a wrapper stored on the instance sees those calls.
+    Cheap enough to re-run at every batch: PINA may replace condition
+    objects (a new ``Trainer``, refinement callbacks), and problems of one
+    class share their conditions. A wrapper that ``wrap`` accepts as its
+    own (``wrap.owns(wrapper, name)``) is kept.
+
+    :param problem: The PINA problem.
+    :param wrap: ``(name, evaluate) -> callable``, with a method
+        ``owns(wrapper, name) -> bool``.
+    """
+    for name, condition in problem.conditions.items():
+        current = condition.__dict__.get("evaluate")
+        if current is not None and wrap.owns(current, name):
+            continue
+        condition.evaluate = wrap(name, class_evaluate(condition))
+
+
+def unwrap_evaluate(problem, wrapper_type):
+    """
+    Remove the ``wrapper_type`` wrappers of :func:`wrap_evaluate`,
+    restoring the conditions' own methods.
+
+    :param problem: The PINA problem.
+    :param type wrapper_type: The wrappers' class.
+    """
+    for condition in problem.conditions.values():
+        if isinstance(condition.__dict__.get("evaluate"), wrapper_type):
+            del condition.evaluate
+
+
+def condition_data(condition):
+    """
+    The points and data a condition stores, as a plain dict.
+
+    :param condition: A PINA condition after ``pina.Trainer`` set-up.
+    :return: ``{key: tensor}`` (``"input"``, maybe ``"target"``), or
+        ``None`` if the condition holds no points yet.
+    :rtype: dict
+    """
+    data = getattr(condition, "data", None)
+    if data is None or not hasattr(data, "keys"):
+        return None
+    return {key: data.data[key] for key in data.keys}
+
+
+def condition_points(solver, name):
+    """
+    The input points stored in condition ``name``.
+
+    :param solver: The PINA solver.
+    :param str name: The condition.
+    :rtype: LabelTensor
+    """
+    return solver.problem.conditions[name].data.input
+
+
+def store_condition_points(solver, name, points):
+    """
+    Make ``points`` the stored input points of condition ``name``.
+
+    PINA's tensor data manager keeps its tensors both as attributes and in
+    its ``data`` dict (read when batches are built); both are updated.
+
+    :param solver: The PINA solver.
+    :param str name: The condition.
+    :param LabelTensor points: The new points.
+    """
+    data = solver.problem.conditions[name].data
+    data.input = points
+    if isinstance(getattr(data, "data", None), dict):
+        data.data["input"] = points
+
+
+def refinement_conditions(refinement):
+    """
+    The conditions a PINA refinement callback updates.
+
+    :param refinement: A :class:`pina.callback.BaseRefinement` after its
+        ``on_train_start``.
+    :return: The condition names.
+    :rtype: list[str]
+    """
+    return refinement._condition_to_update
+
+
+def as_plain_tensor(tensor):
+    """
+    A residual as a plain :class:`torch.Tensor` (drops PINA labels).
+
+    :param torch.Tensor tensor: A tensor or ``LabelTensor``.
+    :return: The same data and autograd history, as a plain tensor.
+    :rtype: torch.Tensor
+    """
+    return torch.Tensor.as_subclass(tensor, torch.Tensor)

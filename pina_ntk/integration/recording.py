@@ -12,15 +12,21 @@ model's own parameters are never modified.
 import torch
 from torch.func import functional_call
 
-from .pina_adapter import as_plain_tensor
+from .pina_adapter import (
+    as_plain_tensor,
+    class_evaluate,
+    trainable_parameters,
+    unwrap_evaluate,
+    wrap_evaluate,
+)
 
 
 def batch_calls(solver, batch):
     """
     Replayable ``(name, evaluate, data)`` calls for a batch of conditions.
 
-    ``evaluate`` is the condition's own method (looked up on its class, so a
-    recording wrapper on the instance is bypassed) and ``data`` a copy of the
+    ``evaluate`` is the condition's own method (a recording wrapper on the
+    instance is bypassed) and ``data`` a copy of the
     condition's data whose input is a fresh leaf requiring gradients, as in
     PINA's training step.
 
@@ -34,7 +40,7 @@ def batch_calls(solver, batch):
     calls = []
     for name, data in batch:
         condition = solver.problem.conditions[name]
-        evaluate = type(condition).evaluate.__get__(condition)
+        evaluate = class_evaluate(condition)
         copied = dict(data)
         if torch.is_tensor(copied.get("input")):
             copied["input"] = copied["input"].detach().clone()
@@ -163,46 +169,53 @@ def group_blocks(owners, residuals, names):
 
 class ResidualRecorder:
     """
-    Records ``condition.evaluate`` calls of a problem while switched on.
+    Records the ``condition.evaluate`` calls of a solver's training steps:
+    the :class:`~pina_ntk.integration.contract.StepResiduals` of a step.
 
-    :param problem: The PINA problem whose conditions are watched.
+    :param solver: The PINA solver whose problem's conditions are watched.
 
     :Example:
-        >>> recorder = ResidualRecorder(problem)  # doctest: +SKIP
+        >>> recorder = ResidualRecorder(solver)   # doctest: +SKIP
         >>> recorder.attach(); recorder.start()   # doctest: +SKIP
         >>> loss = solver.training_step(batch, 0) # doctest: +SKIP
         >>> blocks = recorder.blocks(["D", "boundary"])  # doctest: +SKIP
     """
 
-    def __init__(self, problem):
-        self.problem = problem
+    def __init__(self, solver):
+        self.solver = solver
         self.calls = []  # (name, original evaluate, batch)
         self.residuals = []
         self.recording = False
 
+    @property
+    def device(self):
+        """:return: The solver's device."""
+        return self.solver.device
+
     def attach(self):
         """
-        Make every condition's ``evaluate`` record into this recorder.
-
-        Idempotent and cheap, so it is re-run at every training batch: PINA
-        may replace condition objects (a new ``Trainer``, refinement
-        callbacks), and problems of one class share their conditions.
+        Make every condition's ``evaluate`` record into this recorder
+        (idempotent and cheap, so it is re-run at every training batch; see
+        :func:`~pina_ntk.integration.pina_adapter.wrap_evaluate`).
         """
-        for name, condition in self.problem.conditions.items():
-            current = condition.evaluate
-            if isinstance(current, _RecordingEvaluate):
-                if current.recorder is self and current.name == name:
-                    continue
-                current = current.original  # another recorder's wrapper
-            condition.evaluate = _RecordingEvaluate(self, name, current)
+        wrap_evaluate(self.solver.problem, self)
 
     def detach(self):
         """Remove the wrappers, restoring the conditions' own methods."""
-        for condition in self.problem.conditions.values():
-            wrapper = condition.__dict__.get("evaluate")
-            if isinstance(wrapper, _RecordingEvaluate):
-                del condition.evaluate  # the instance attribute we added
+        unwrap_evaluate(self.solver.problem, _RecordingEvaluate)
         self.stop()
+
+    def __call__(self, name, evaluate):
+        """:return: A wrapper of ``evaluate`` recording into this recorder."""
+        return _RecordingEvaluate(self, name, evaluate)
+
+    def owns(self, wrapper, name):
+        """:return: Whether ``wrapper`` records ``name`` into this recorder."""
+        return (
+            isinstance(wrapper, _RecordingEvaluate)
+            and wrapper.recorder is self
+            and wrapper.name == name
+        )
 
     def start(self):
         """Forget earlier calls and begin recording."""
@@ -217,6 +230,14 @@ class ResidualRecorder:
     def names(self):
         """:return: Recorded condition names, first-call order. :rtype: list"""
         return list(dict.fromkeys(name for name, _, _ in self.calls))
+
+    def parameters(self):
+        """
+        :return: The solver's trainable parameters, ``{name: parameter}``
+            (:func:`~pina_ntk.integration.pina_adapter.trainable_parameters`).
+        :rtype: dict
+        """
+        return trainable_parameters(self.solver)
 
     def blocks(self, names):
         """
@@ -244,18 +265,19 @@ class ResidualRecorder:
             ]
         )
 
-    def residual_fn(self, solver, names, chunk_size=None):
+    def residual_fn(self, names, chunk_size=None):
         """
         The recorded calls as a function of the parameters.
 
-        :param solver: The PINA solver.
         :param names: The block order.
         :type names: list[str]
         :param int chunk_size: See :func:`replay_residual_fn`.
         :return: See :func:`replay_residual_fn`.
         :rtype: callable
         """
-        return replay_residual_fn(solver, list(self.calls), names, chunk_size)
+        return replay_residual_fn(
+            self.solver, list(self.calls), names, chunk_size
+        )
 
 
 class _RecordingEvaluate:

@@ -18,7 +18,11 @@ from pina.callback import BaseRefinement
 from typing_extensions import override
 
 from ..core.checks import check_int
-from .pina_adapter import refinement_conditions
+from .pina_adapter import (
+    condition_points,
+    refinement_conditions,
+    store_condition_points,
+)
 
 
 def _check_counts(counts):
@@ -182,23 +186,14 @@ class ResampleCallback(BaseRefinement):
             if due or name not in self._points:
                 current = data_by_name.get(name, {}).get("input")
                 if current is None:
-                    current = solver.problem.conditions[name].data.input
+                    current = condition_points(solver, name)
                 self._points[name] = self.sample(current, name, solver)
-                self._store_in_condition(solver, name, self._points[name])
+                store_condition_points(solver, name, self._points[name])
         if due:
             self.draws += 1
         for name, data in batch:
             if name in self._points:
                 data["input"] = self._points[name]
-
-    @staticmethod
-    def _store_in_condition(solver, name, points):
-        # PINA's tensor data manager keeps its tensors both as attributes and
-        # in its ``data`` dict (read when batches are built); update both.
-        data = solver.problem.conditions[name].data
-        data.input = points
-        if isinstance(getattr(data, "data", None), dict):
-            data.data["input"] = points
 
     @override
     def on_train_epoch_end(self, trainer, solver):

@@ -6,15 +6,24 @@ flow and compares them with a finite-element reference. Both write PNG
 figures and a ``metrics.json`` (errors, wall times, final weights) to the
 output directory and print a table of the errors.
 
+The NTK PINNs train with the defaults of :class:`~pina_ntk.NTKWeighting` and
+:class:`~pina_ntk.SketchNTKWeighting` unless a flag says otherwise (exact
+updates are spaced by ``--exact-every``); ``--paper-settings`` trains the
+settings of the experiments' earlier runs instead
+(:meth:`~pina_ntk.paper.experiments.settings.ExperimentSettings.paper`). The
+command prints the settings it runs with before it starts.
+
 Examples::
 
     pina-ntk wave --quick
+    pina-ntk wave --paper-settings --weighting sketch --seed 0
     pina-ntk wave --steps 20000 --width 100 --weighting none sketch
     pina-ntk wave --full-size        # Wang et al.: 3x500, 80k Adam steps
     pina-ntk qtensor --estimator parameter --output-dir runs/qtensor
 """
 
 import argparse
+import inspect
 import sys
 from dataclasses import fields, replace
 
@@ -77,6 +86,12 @@ def _add_common(parser):
         "--full-size",
         action="store_true",
         help="the full-size setting: 3x500 tanh, 80,000 Adam steps",
+    )
+    parser.add_argument(
+        "--paper-settings",
+        action="store_true",
+        help="the settings of the experiments' earlier runs instead of the "
+        "weightings' defaults",
     )
     parser.add_argument("--steps", type=_positive_int, help="Adam steps")
     parser.add_argument("--width", type=_positive_int, help="hidden width")
@@ -190,6 +205,14 @@ def _show_defaults(parser, settings):
             action.help += f" (default: {value})"
 
 
+def _show_paper_settings(parser, settings_class):
+    # what --paper-settings changes, per experiment
+    changes = ", ".join(f"{k}={v}" for k, v in settings_class.PAPER.items())
+    for action in parser._actions:
+        if action.dest == "paper_settings":
+            action.help += f" ({changes})"
+
+
 def build_parser():
     """
     The argument parser of ``pina-ntk``.
@@ -207,6 +230,7 @@ def build_parser():
     )
     _add_common(wave)
     _show_defaults(wave, WaveSettings())
+    _show_paper_settings(wave, WaveSettings)
     qtensor = sub.add_parser(
         "qtensor", help="Q-tensor flow: PINN vs NTK-PINN vs FEM"
     )
@@ -222,16 +246,18 @@ def build_parser():
         "--fem-time-step", type=_positive_float, help="FEM time step"
     )
     _show_defaults(qtensor, QTensorSettings())
+    _show_paper_settings(qtensor, QTensorSettings)
     return parser
 
 
 def _settings(args, parser):
     Settings = WaveSettings if args.experiment == "wave" else QTensorSettings
     Problem = Settings.problem_class
-    if args.quick:
-        settings = Settings.quick()
-    elif args.full_size:
-        settings = Settings.full_size()
+    preset = "quick" if args.quick else "full_size" if args.full_size else None
+    if args.paper_settings:
+        settings = Settings.paper(preset)
+    elif preset is not None:
+        settings = getattr(Settings, preset)()
     else:
         settings = Settings()
     overrides = {}
@@ -258,6 +284,68 @@ def _settings(args, parser):
         parser.experiment_parsers[args.experiment].error(str(error))
 
 
+def weighting_call(weighting):
+    """
+    A weighting as the constructor call that builds it, naming only the
+    arguments that differ from the class's defaults.
+
+    :param weighting: An :class:`~pina_ntk.NTKWeighting` or
+        :class:`~pina_ntk.SketchNTKWeighting`.
+    :return: E.g. ``"SketchNTKWeighting(seed=0)"``.
+    :rtype: str
+    """
+    cls = type(weighting)
+    changed = []
+    for name, parameter in inspect.signature(cls).parameters.items():
+        value = getattr(weighting, name, parameter.default)
+        if name == "safeguard" and value is not None:
+            value = "default"  # the experiments' only other setting
+        if value != parameter.default:
+            changed.append(f"{name}={value!r}")
+    return f"{cls.__name__}({', '.join(changed)})"
+
+
+def settings_summary(experiment, settings, threads, paper_settings=False):
+    """
+    The settings a run trains with, as the command prints them: one line
+    per group; each NTK weighting as the call that builds it.
+
+    :param str experiment: ``"wave"`` or ``"qtensor"``.
+    :param ExperimentSettings settings: The settings.
+    :param int threads: Torch CPU threads.
+    :param bool paper_settings: Whether ``--paper-settings`` chose them.
+    :rtype: str
+    """
+    from .experiments.settings import make_weighting
+
+    s = settings
+    preset = "--paper-settings; " if paper_settings else ""
+    points = ", ".join(f"{k}={v}" for k, v in s.points.items())
+    fresh = {0: "fixed", 1: "fresh every step"}.get(
+        s.resample_every, f"fresh every {s.resample_every} steps"
+    )
+    features = (
+        f"{s.fourier_features} Fourier features (scale {s.fourier_scale:g})"
+        if s.fourier_features
+        else "no Fourier features"
+    )
+    lines = [
+        f"pina-ntk {experiment} settings ({preset}NTK weightings: the "
+        "classes' defaults except as shown):",
+        f"  PINNs     {' '.join(s.weightings)}",
+        f"  network   {s.depth}x{s.width} tanh, {features}",
+        f"  training  {s.steps} Adam steps, lr {s.lr:g} x{s.lr_decay:g} per "
+        f"{s.lr_decay_steps} steps, seed {s.seed}, {s.accelerator}, "
+        f"{threads} thread{'s' if threads != 1 else ''}",
+        f"  points    {points} ({fresh})",
+    ]
+    for kind in ("exact", "sketch"):
+        if kind in s.weightings:
+            weighting = weighting_call(make_weighting(kind, s))
+            lines.append(f"  {kind:<8}  {weighting}")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     """
     Entry point of ``pina-ntk``.
@@ -277,6 +365,12 @@ def main(argv=None):
 
     torch.set_num_threads(args.threads)
     output_dir = args.output_dir or f"pina-ntk-runs/{args.experiment}"
+    print(
+        settings_summary(
+            args.experiment, settings, args.threads, args.paper_settings
+        ),
+        flush=True,
+    )
     if args.experiment == "wave":
         from .experiments.wave import run_wave as run
         from .experiments.wave import save_wave_outputs as save

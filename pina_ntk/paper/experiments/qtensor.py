@@ -24,10 +24,11 @@ class QTensorSettings(ExperimentSettings):
     """
     Settings of the Q-tensor experiment: those of
     :class:`ExperimentSettings` plus the finite-element reference's. The
-    defaults are the tutorial's CPU run: a PINN and a sketch-NTK PINN
-    (parameter-space estimator, default safeguard), 64 random Fourier
-    features of scale 1 into a 3×128 tanh MLP, 10,000 Adam steps, the
-    paper's point counts resampled every step.
+    defaults are the tutorial's CPU run: a PINN and a sketch-NTK PINN (the
+    weightings' defaults), 64 random Fourier features of scale 1 into a
+    3×128 tanh MLP, 10,000 Adam steps, the paper's point counts resampled
+    every step. :meth:`~ExperimentSettings.paper` gives the earlier runs'
+    parameter-space sketch.
 
     :param int fem_cells: FEM mesh cells per side.
     :param int fem_degree: FEM polynomial degree (1 or 2).
@@ -50,7 +51,6 @@ class QTensorSettings(ExperimentSettings):
 
     weightings: tuple = ("none", "sketch")
     exact_every: int = 100
-    safeguard: str = "default"
     grid: int = 81
     fem_cells: int = 32
     fem_degree: int = 2

@@ -1,8 +1,9 @@
 """Settings of the paper's experiments and the weighting they build.
 
 Options that the experiments share with the weightings take the weightings'
-defaults (:data:`SKETCH_DEFAULTS`); the two that differ on purpose
-(``estimator`` and ``safeguard``) say so where they are declared.
+defaults (:data:`SKETCH_DEFAULTS`); the settings of the experiments' earlier
+runs, which differ, are :meth:`ExperimentSettings.paper` (``pina-ntk
+--paper-settings``).
 """
 
 import inspect
@@ -75,8 +76,7 @@ class ExperimentSettings:
     :param tuple weightings: Which PINNs to train, from ``none``, ``exact``,
         ``sketch``.
     :param str estimator: The sketch's trace estimator, ``predictor`` or
-        ``parameter``. Default ``parameter``, unlike
-        :class:`~pina_ntk.SketchNTKWeighting` (``predictor``).
+        ``parameter``. Default: the weighting's (``predictor``).
     :param bool balanced_probe: Scale the predictor's probe by the square
         roots of the current weights (``SketchNTKWeighting(balanced_probe=
         ...)``); predictor only. Default: the weighting's.
@@ -90,8 +90,8 @@ class ExperimentSettings:
         (``SketchNTKWeighting(sample_every_n_steps=...)``). Default: the
         weighting's.
     :param str safeguard: ``default`` (the spaced-update rule) or ``none``
-        (every weight update applied). Default ``none``, unlike the
-        weightings (``"default"``).
+        (every weight update applied). Default: the weightings'
+        (``default``).
     :param int seed: Seed of initialisation, sampling and probes.
     :param str accelerator: Lightning's accelerator (``cpu``, ``gpu``,
         ``auto``).
@@ -104,6 +104,9 @@ class ExperimentSettings:
     #: Overrides of :meth:`ExperimentSettings.quick` beyond the shared tiny
     #: network.
     QUICK: ClassVar[dict] = {}
+    #: The settings of the experiments' earlier runs where they differ from
+    #: the weightings' defaults (:meth:`ExperimentSettings.paper`).
+    PAPER: ClassVar[dict] = {"estimator": "parameter"}
 
     steps: int = 10000
     width: int = 128
@@ -116,16 +119,14 @@ class ExperimentSettings:
     points: dict = field(default_factory=dict)
     resample_every: int = 1
     weightings: tuple = WEIGHTINGS
-    # The experiments train with the parameter-space estimator and without
-    # the safeguard, unlike SketchNTKWeighting's defaults (predictor,
-    # safeguard on): the paper's wave and Q-tensor runs, see the README.
-    estimator: str = "parameter"
+    # the weightings' defaults; PAPER holds the earlier runs' settings
+    estimator: str = SKETCH_DEFAULTS["estimator"]
     balanced_probe: bool = SKETCH_DEFAULTS["balanced_probe"]
     alpha: float = SKETCH_DEFAULTS["alpha"]
     warmup_samples: int = SKETCH_DEFAULTS["warmup_samples"]
     exact_every: int = 250
     sample_every: int = SKETCH_DEFAULTS["sample_every_n_steps"]
-    safeguard: str = "none"
+    safeguard: str = "default"
     seed: int = 0
     accelerator: str = "cpu"
     grid: int = 101
@@ -173,6 +174,28 @@ class ExperimentSettings:
         base = dict(steps=20, width=16, depth=2, exact_every=10, grid=21)
         return cls(**{**base, **cls.QUICK, **overrides})
 
+    @classmethod
+    def paper(cls, preset=None, **overrides):
+        """
+        The settings of the experiments' earlier runs (the tutorials'
+        committed outputs, the ``pina-ntk`` defaults before the command
+        took the weightings' defaults): the preset's, with the options in
+        :attr:`PAPER` instead of the weightings' defaults. These are the
+        parameter-space sketch (Hirsch & Pichi, arXiv:2511.15530, Theorem 5,
+        eq. (14)) and, for the wave problem, every weight update applied
+        (no safeguard), as in Algorithm 3 of the paper.
+
+        :param str preset: ``None`` (the tutorial's CPU run), ``"quick"`` or
+            ``"full_size"``.
+        :return: The settings; ``overrides`` win over both.
+        :raises ValueError: On an unknown ``preset``.
+        """
+        check_choice("preset", preset, (None, "quick", "full_size"))
+        paper = {**cls.PAPER, **overrides}
+        if preset is None:
+            return cls(**paper)
+        return getattr(cls, preset)(**paper)
+
     @property
     def history_every(self):
         """:return: Steps between recorded losses and weights. :rtype: int"""
@@ -185,37 +208,72 @@ class ExperimentSettings:
         return values
 
 
-def make_weighting(kind, settings):
+def pina_weighting(kind, **options):
     """
-    The loss weighting of one PINN of an experiment.
+    One of PINA's own loss weightings, which the benchmarks compare with
+    pina-ntk's.
+
+    :param str kind: ``"pina_ntk"`` (``NeuralTangentKernelWeighting``) or
+        ``"pina_self_adaptive"`` (``SelfAdaptiveWeighting``).
+    :param options: The class's constructor arguments.
+    :return: The weighting.
+    :raises ValueError: On an unknown ``kind``.
+    """
+    # Imported here: only the benchmarks build PINA's weightings.
+    from pina.weighting import (
+        NeuralTangentKernelWeighting,
+        SelfAdaptiveWeighting,
+    )
+
+    classes = {
+        "pina_ntk": NeuralTangentKernelWeighting,
+        "pina_self_adaptive": SelfAdaptiveWeighting,
+    }
+    check_choice("weighting", kind, tuple(classes))
+    return classes[kind](**options)
+
+
+def make_weighting(kind, settings=None, **options):
+    """
+    The loss weighting of one PINN of an experiment or a benchmark.
 
     :param str kind: ``"none"`` (plain sum of losses), ``"exact"``
-        (:class:`~pina_ntk.NTKWeighting`) or ``"sketch"``
-        (:class:`~pina_ntk.SketchNTKWeighting`).
-    :param ExperimentSettings settings: Estimator, ``alpha``, warm start,
-        update interval, safeguard and seed.
+        (:class:`~pina_ntk.NTKWeighting`), ``"sketch"``
+        (:class:`~pina_ntk.SketchNTKWeighting`), or one of PINA's
+        weightings (``"pina_ntk"``, ``"pina_self_adaptive"``, see
+        :func:`pina_weighting`).
+    :param settings: The experiment's estimator, ``alpha``, warm start,
+        update interval, safeguard and seed; ``None``: the class defaults.
+    :type settings: ExperimentSettings or None
+    :param options: Constructor arguments that override those of
+        ``settings`` (the benchmarks' configurations).
     :return: The weighting, or ``None`` for ``"none"``.
     :raises ValueError: On an unknown ``kind``.
     """
+    if kind in ("pina_ntk", "pina_self_adaptive"):
+        return pina_weighting(kind, **options)
     check_choice("weighting", kind, WEIGHTINGS)
-    safeguard = None if settings.safeguard == "none" else "default"
     if kind == "none":
         return None
+    found = {}
+    if settings is not None:
+        found["safeguard"] = None if settings.safeguard == "none" else "default"
     if kind == "exact":
-        return NTKWeighting(
-            update_every_n_steps=settings.exact_every, safeguard=safeguard
+        if settings is not None:
+            found["update_every_n_steps"] = settings.exact_every
+        return NTKWeighting(**{**found, **options})
+    if settings is not None:
+        # The experiments' networks are small: the warm start (the only
+        # sampling that runs while a training graph is alive, see
+        # sample_after_backward) evaluates the displaced residuals in one
+        # piece, saving PINA's per-call overhead at little memory cost.
+        found.update(
+            alpha=settings.alpha,
+            sample_every_n_steps=settings.sample_every,
+            warmup_samples=settings.warmup_samples,
+            estimator=settings.estimator,
+            balanced_probe=settings.balanced_probe,
+            seed=settings.seed,
+            evaluation_chunk_size=None,
         )
-    # The experiments' networks are small: the warm start (the only sampling
-    # that runs while a training graph is alive, see sample_after_backward)
-    # evaluates the displaced residuals in one piece, saving PINA's per-call
-    # overhead at little memory cost.
-    return SketchNTKWeighting(
-        alpha=settings.alpha,
-        sample_every_n_steps=settings.sample_every,
-        warmup_samples=settings.warmup_samples,
-        estimator=settings.estimator,
-        balanced_probe=settings.balanced_probe,
-        safeguard=safeguard,
-        seed=settings.seed,
-        evaluation_chunk_size=None,
-    )
+    return SketchNTKWeighting(**{**found, **options})

@@ -27,7 +27,9 @@ class WaveSettings(ExperimentSettings):
     arguments as there); the defaults are the tutorial's CPU run: 64 random
     Fourier features of scale 1 into a 3×128 tanh MLP, 10,000 Adam steps,
     the paper's point counts resampled every step, exact NTK weights every
-    500 steps, the parameter-space sketch, no safeguard (as in the paper).
+    500 steps, and otherwise the weightings' defaults.
+    :meth:`~ExperimentSettings.paper` gives the earlier runs' parameter-space
+    sketch without safeguard.
 
     :Example:
         >>> settings = WaveSettings(steps=2000, weightings=("none", "sketch"))
@@ -36,6 +38,7 @@ class WaveSettings(ExperimentSettings):
     """
 
     problem_class: ClassVar[type] = WaveProblem
+    PAPER: ClassVar[dict] = {"estimator": "parameter", "safeguard": "none"}
     exact_every: int = 500
     QUICK: ClassVar[dict] = {
         "points": {name: 20 for name in WaveProblem.PAPER_POINTS}
