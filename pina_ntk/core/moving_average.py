@@ -99,3 +99,85 @@ class MovingAverage:
         """:param dict state: A state from :meth:`state_dict`."""
         self.alpha = float(state["alpha"])
         self.value = state["value"]
+
+
+class KernelBuffer:
+    """
+    The kernel buffer of Algorithm 3 for the NTK weights: the moving average
+    of ``mean diag(K_cc)`` per condition and, if asked, of the full kernel
+    sketch, both with one rate.
+
+    :param float rate: The rate per sample (see :func:`rate_per_sample`).
+    :param bool full_kernel: Whether the full kernel is averaged too.
+
+    :Example:
+        >>> buffer = KernelBuffer(0.5, full_kernel=False)
+        >>> buffer.update(torch.tensor([[1.0, 2.0]]))
+        >>> buffer.traces(torch.tensor([3.0, 1.0]))
+        tensor([3., 2.])
+    """
+
+    def __init__(self, rate, full_kernel):
+        self.diag = MovingAverage(rate)
+        self.full = MovingAverage(rate) if full_kernel else None
+
+    def update(self, per_entry, kernels=None):
+        """
+        Fold in samples.
+
+        :param torch.Tensor per_entry: ``(k, C)`` block traces per entry.
+        :param torch.Tensor kernels: ``(k, n, n)`` kernel sketches, with
+            ``full_kernel`` only.
+        """
+        self.diag.update(per_entry)
+        if self.full is not None:
+            self.full.update(kernels)
+
+    def traces(self, sizes):
+        """
+        :param torch.Tensor sizes: Entry counts per condition.
+        :return: The block traces ``Tr(K_cc)`` of the buffer.
+        :rtype: torch.Tensor
+        """
+        return self.diag.value * sizes
+
+    @property
+    def per_entry(self):
+        """:return: ``mean diag(K_cc)`` per condition. :rtype: torch.Tensor"""
+        return self.diag.value
+
+    @property
+    def kernel(self):
+        """:return: The full kernel sketch, or ``None``."""
+        return None if self.full is None else self.full.value
+
+    def state_dict(self):
+        """:return: ``{"diag": state, "kernel": state or None}``."""
+        full = None if self.full is None else self.full.state_dict()
+        return {"diag": self.diag.state_dict(), "kernel": full}
+
+    @classmethod
+    def from_state(cls, state, device):
+        """
+        A buffer from :meth:`state_dict` on ``device``, or ``None`` when the
+        state holds no buffer yet.
+
+        :param dict state: With the keys ``"diag"`` and ``"kernel"``.
+        :param device: Where the tensors go.
+        :rtype: KernelBuffer
+        """
+        if state["diag"] is None:
+            return None
+        buffer = cls(state["diag"]["alpha"], state["kernel"] is not None)
+        for average, saved in (
+            (buffer.diag, state["diag"]),
+            (buffer.full, state["kernel"]),
+        ):
+            if saved is not None:
+                average.load_state_dict(
+                    {
+                        "alpha": saved["alpha"],
+                        "value": saved["value"].to(device),
+                    }
+                )
+        return buffer

@@ -35,7 +35,7 @@ import hashlib
 import torch
 
 from ..core.estimators import balanced_probe_scales
-from ..core.moving_average import MovingAverage, rate_per_sample
+from ..core.moving_average import KernelBuffer, rate_per_sample
 from ..core.weights import entry_weights, guarded_weights
 from .reports import RunReports, device_clock
 
@@ -111,8 +111,7 @@ class KernelStatistics:
         self._residuals = None  # StepResiduals of the running step
         self._weights = None  # (C,) weights of the reduced condition losses
         self._traces = None  # (C,) trace estimates behind the weights
-        self._diag = None  # MovingAverage of mean diag(K_cc) per condition
-        self._kernel = None  # MovingAverage of the full kernel sketch
+        self._buffer = None  # KernelBuffer, from the first sample on
         self._points = None  # inputs of the last step (full-kernel check)
         # ((entry counts, dtype, device), counts tensor) of this process
         self._counts = None
@@ -282,11 +281,11 @@ class KernelStatistics:
         # of the union of the points; every rank then forms the same weights.
         sizes = self.global_sum(self.local_sizes(residuals))
         deferred = weighting.sample_after_backward
-        if self._diag is None or not deferred:
+        if self._buffer is None or not deferred:
             # R(theta) comes from the training step and only displaced
             # evaluations run here, next to its graph: values, chunked.
             chunked = residual_fn(weighting.evaluation_chunk_size)
-            if self._diag is None:
+            if self._buffer is None:
                 samples = weighting.warm_start(
                     chunked, params, residuals, self.generator
                 )
@@ -365,34 +364,33 @@ class KernelStatistics:
         """
         if not self.weighting.uses_probe_scales:
             return None
-        return balanced_probe_scales(self._diag.value * sizes, sizes)
+        return balanced_probe_scales(self._buffer.traces(sizes), sizes)
 
     def _fold_in(self, samples, sizes):
         """Fold samples into the moving-average buffers (Algorithm 3);
         ``sizes`` are the entry counts summed over the processes."""
         weighting = self.weighting
-        if self._diag is None:
+        if self._buffer is None:
             # alpha is a rate per optimisation step; a sample every n steps
             # is folded in with the rate of n steps
             rate = rate_per_sample(
                 weighting.alpha, weighting.refresh_every_n_steps
             )
-            self._diag = MovingAverage(rate)
-            if weighting.full_kernel:
-                self._kernel = MovingAverage(rate)
+            self._buffer = KernelBuffer(rate, weighting.full_kernel)
         local = torch.stack([t for t, _ in samples])
         per_entry = self.global_sum(local) / sizes
-        self._diag.update(per_entry)
-        self.reports.flag_invalid(torch.isfinite(per_entry).all())
+        kernels = None
         if weighting.full_kernel:
-            self._kernel.update(torch.stack([k for _, k in samples]))
+            kernels = torch.stack([k for _, k in samples])
+        self._buffer.update(per_entry, kernels)
+        self.reports.flag_invalid(torch.isfinite(per_entry).all())
 
     @torch.no_grad()
     def _update_weights(self, residuals, sizes):
         """Weights from the kernel buffer, through the safeguard;
         ``residuals`` are the flat blocks of ``R(theta_t)``."""
         weighting = self.weighting
-        traces = self._diag.value * sizes
+        traces = self._buffer.traces(sizes)
         self._weights_stale = False
         previous = self._weights
         if previous is None:
@@ -467,7 +465,7 @@ class KernelStatistics:
         :return: A ``(C,)`` tensor, or ``None`` before the first sample.
         :rtype: torch.Tensor
         """
-        return None if self._diag is None else self._diag.value
+        return None if self._buffer is None else self._buffer.per_entry
 
     @property
     def kernel(self):
@@ -477,7 +475,7 @@ class KernelStatistics:
         :return: An ``n × n`` tensor, rows ordered by condition, or ``None``.
         :rtype: torch.Tensor
         """
-        return None if self._kernel is None else self._kernel.value
+        return None if self._buffer is None else self._buffer.kernel
 
     def log_values(self):
         """
@@ -518,9 +516,10 @@ class KernelStatistics:
             "names": self.names,
             "weights": self._weights,
             "traces": self._traces,
-            "diag": None if self._diag is None else self._diag.state_dict(),
-            "kernel": (
-                None if self._kernel is None else self._kernel.state_dict()
+            **(
+                {"diag": None, "kernel": None}
+                if self._buffer is None
+                else self._buffer.state_dict()
             ),
             "points": self._points,
             "safeguard": None if guard is None else guard.state_dict(),
@@ -547,8 +546,7 @@ class KernelStatistics:
         self._points = to_device(state["points"], device)
         self._weights_stale = state["weights_stale"]
         self.refreshes = state["refreshes"]
-        self._diag = _restore_average(state["diag"], device)
-        self._kernel = _restore_average(state["kernel"], device)
+        self._buffer = KernelBuffer.from_state(state, device)
         reports = self.reports
         reports.invalid = to_device(state["invalid"], device)
         reports.warned_invalid = state["warned_invalid"]
@@ -573,14 +571,3 @@ def full_precision(device_type):
     mixed = torch.is_autocast_enabled(device_type)
     with torch.autocast(device_type, enabled=False):
         yield mixed
-
-
-def _restore_average(saved, device):
-    """A :class:`MovingAverage` from its state on ``device``, or ``None``."""
-    if saved is None:
-        return None
-    average = MovingAverage(saved["alpha"])
-    average.load_state_dict(
-        {"alpha": saved["alpha"], "value": to_device(saved["value"], device)}
-    )
-    return average

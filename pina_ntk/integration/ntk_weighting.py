@@ -67,14 +67,15 @@ class NTKWeighting(KernelWeighting):
         check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
         super().__init__(safeguard, weight_bounds)
-        self.update_every_n_steps = update_every_n_steps
+        self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
         self.alpha = float(alpha)
 
     @property
-    def refresh_every_n_steps(self):
-        """:return: ``update_every_n_steps``. :rtype: int"""
-        return self.update_every_n_steps
+    def update_every_n_steps(self):
+        """:return: The argument of that name, inside the library
+        ``refresh_every_n_steps``. :rtype: int"""
+        return self.refresh_every_n_steps
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
         """
@@ -92,7 +93,7 @@ class NTKWeighting(KernelWeighting):
         :rtype: str
         """
         steps_per_update = refresh_seconds / step_seconds
-        period = self.update_every_n_steps
+        period = self.refresh_every_n_steps
         share = steps_per_update / (steps_per_update + period)
         if share <= EXACT_SHARE_WARNING:
             return None

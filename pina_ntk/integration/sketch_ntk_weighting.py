@@ -164,7 +164,7 @@ class SketchNTKWeighting(KernelWeighting):
             check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
         super().__init__(safeguard, weight_bounds)
         self.alpha = float(alpha)
-        self.sample_every_n_steps = sample_every_n_steps
+        self.refresh_every_n_steps = sample_every_n_steps
         self.warmup_samples = warmup_samples
         self.step_size = _check_step_size(step_size)
         self.probe = probe
@@ -180,9 +180,10 @@ class SketchNTKWeighting(KernelWeighting):
     needs_full_precision = True
 
     @property
-    def refresh_every_n_steps(self):
-        """:return: ``sample_every_n_steps``. :rtype: int"""
-        return self.sample_every_n_steps
+    def sample_every_n_steps(self):
+        """:return: The argument of that name, inside the library
+        ``refresh_every_n_steps``. :rtype: int"""
+        return self.refresh_every_n_steps
 
     @property
     def uses_probe_scales(self):
