@@ -1,112 +1,56 @@
-"""Shared harness of the benchmark scripts in ``benchmarks/``.
+"""The harness every benchmark script in ``benchmarks/`` shares.
 
-* **Worker processes.** Every measurement runs in a fresh Python process
-  (this file run with ``--worker``), with torch, OpenMP and MKL limited to
-  ``--threads`` threads, so runs share no allocator or thread state. A
-  worker task names its jobs as ``"module:function"`` (for example
-  ``"step_time:run_timing"``); the worker imports each module from this
-  directory, runs the jobs in order and returns their JSON results.
+* **Workers.** :func:`run_worker` runs ``"module:function"`` jobs in a
+  fresh Python process (this file with ``--worker``), so runs share no
+  allocator or thread state; :func:`map_jobs` runs picklable jobs in
+  ``--workers`` spawned processes at once, handing each result over as it
+  ends (the scripts rewrite their JSON results file after each). Both pin
+  torch, OpenMP and MKL to the given threads.
 * **Probes.** :class:`StepTimer` (wall time of each training batch) and
-  :class:`MemoryProbe` (peak extra tensor memory of a training run), both
-  Lightning callbacks.
-* **Markdown.** :func:`markdown_table`, :func:`fmt` and the report header
-  (:func:`report_header`: command, date, machine, versions and a link to
-  ``docs/benchmark-method.md``).
-* **Settings.** The full and ``--quick`` settings of the wave-problem
-  studies (:data:`FULL`, :data:`QUICK`), their flags, validation, and
-  :func:`study_main`, the command line shared by ``step_time.py``,
-  ``memory.py``, ``sketch_accuracy.py`` and ``overhead.py``.
+  :class:`MemoryProbe` (peak extra tensor memory of a training run).
+* **Results.** One JSON document per page: ``parts`` (the provenance of
+  each run that made it: :func:`provenance`), the study's numbers, and for
+  pages made of several runs (``--combine``) every run's own part.
+* **Pages.** Each script renders its markdown from that JSON alone, into
+  the block between :data:`BEGIN` and :data:`END` of its page (text
+  outside the block, such as verdicts, is written by people and kept), and
+  re-renders it with ``--from-json``. :func:`header_lines` states command,
+  date, hardware, versions and load, never a local path.
+* **Command line.** :func:`add_run_flags`: ``--workers``,
+  ``--machine-label``, ``--combine`` and ``--from-json``.
 
-The method itself (rounds, reference rows, ratios, threads) is described
-once, in ``docs/benchmark-method.md``.
+How the wave-problem studies measure is described in
+``docs/benchmark-method.md``.
 """
 
 import argparse
+import concurrent.futures
 import datetime
 import gc
 import importlib
 import json
+import multiprocessing
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from importlib.metadata import PackageNotFoundError, version
 
-import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
 
 #: The directory of the benchmark scripts, and the repository root.
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-#: The page describing how the benchmarks measure.
-METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
-
-#: Condition order of the ``--points`` flag.
-DOMAINS = ("D", "t0", "boundary")
-
-#: Settings of a full run and of ``--quick``; explicit flags override both.
-FULL = dict(
-    widths=[100, 300],
-    depth=3,
-    points=[300, 300, 200],
-    steps=100,
-    warmup=5,
-    rounds=3,
-    period=100,
-    exact_steps=2,
-    memory_steps=2,
-    accuracy_width=None,  # the first width
-    accuracy_checkpoints=[0, 50, 100, 200],
-    accuracy_seeds=3,
-    threads=1,
-    seed=0,
-)
-QUICK = dict(
-    FULL,
-    widths=[20, 40],
-    points=[40, 20, 20],
-    steps=5,
-    warmup=2,
-    rounds=1,
-    period=5,
-    exact_steps=1,
-    memory_steps=2,
-    accuracy_checkpoints=[0, 5],
-    accuracy_seeds=2,
-)
-
-#: Flags of the settings: name, help text, extra argparse options.
-SETTING_FLAGS = (
-    ("steps", "measured steps per run", {}),
-    ("warmup", "discarded steps at the start of each run", {}),
-    ("rounds", "interleaved timing rounds", {}),
-    ("threads", "torch intra-op threads in the workers", {}),
-    ("widths", "hidden-layer widths", {"nargs": "+"}),
-    ("depth", "hidden layers", {}),
-    (
-        "points",
-        "points of the conditions D, t0 and boundary",
-        {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")},
-    ),
-    ("period", "steps between exact updates of the periodic row", {}),
-    ("exact_steps", "measured steps of the exact-every-step row", {}),
-    ("memory_steps", "steps of the memory runs", {}),
-    ("accuracy_width", "width of the accuracy runs", {}),
-    (
-        "accuracy_checkpoints",
-        "steps where sketched and exact weights are compared",
-        {"nargs": "+"},
-    ),
-    ("accuracy_seeds", "seeds (runs per estimator) of the accuracy study", {}),
-    ("seed", "first seed: points, initial network and probes", {}),
-)
-#: Every setting name, in flag order.
-SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
+#: The markers of a page's generated block.
+BEGIN = "<!-- generated by benchmarks/{script}: do not edit by hand -->"
+END = "<!-- /generated -->"
+#: The distributions whose versions a page states.
+DISTRIBUTIONS = ("torch", "pina-mathlab", "lightning", "pina-ntk")
 
 
 # ------------------------------------------------------------------ probes
@@ -143,12 +87,10 @@ class MemoryProbe(Callback):
     """
     Peak extra tensor memory of a training run, in bytes.
 
-    CPU: torch's profiler records every allocation and release of the CPU
-    allocator between ``on_train_start`` and ``on_train_end``; the peak of
-    their running sum is the largest amount of tensor memory allocated
-    during training on top of what was alive when it started (parameters and
-    data). CUDA: ``max_memory_allocated`` minus ``memory_allocated`` at the
-    start.
+    CPU: the peak running sum of the CPU allocator's events in torch's
+    profiler between ``on_train_start`` and ``on_train_end`` (the growth
+    above what was alive when training started). CUDA:
+    ``max_memory_allocated`` minus ``memory_allocated`` at the start.
 
     :param bool cuda: Measure CUDA memory instead of CPU memory.
     """
@@ -182,128 +124,65 @@ class MemoryProbe(Callback):
             self.peak_bytes = max(int(peak), 0)
             return
         self._profiler.stop()
-        self.peak_bytes = peak_allocated_bytes(self._profiler)
+        try:
+            events = self._profiler.profiler.kineto_results.events()
+        except AttributeError as error:
+            raise RuntimeError(
+                "This torch version does not expose the profiler's raw "
+                "events (profiler.profiler.kineto_results); the CPU memory "
+                "measurement needs them."
+            ) from error
+        # Releases of blocks allocated before profiling are not reported:
+        # the running sum measures the growth above the starting level.
+        current = peak = 0
+        for _, nbytes in sorted(
+            (e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"
+        ):
+            current += nbytes
+            peak = max(peak, current)
+        self.peak_bytes = peak
 
 
-def peak_allocated_bytes(profiler):
+def applied_weights(solver):
     """
-    Peak running sum of the CPU allocator events of a finished profile.
+    The condition weights a solver's weighting applied in its last step:
+    PINA's ``last_saved_weights()``, which pina-ntk's weightings implement
+    (the benchmarks read no state of :class:`~pina_ntk.NTKCallback`).
 
-    The raw kineto events carry every allocation (positive bytes) and
-    release (negative bytes). Releases of blocks allocated before profiling
-    started are not reported, so the sum starts at zero and measures the
-    growth above the starting level.
-
-    :param torch.profiler.profile profiler: A stopped profiler that ran with
-        ``profile_memory=True``.
-    :return: The peak in bytes.
-    :rtype: int
-    :raises RuntimeError: If torch does not expose the raw events.
+    :param solver: A PINA solver.
+    :return: ``{condition: weight}``.
+    :rtype: dict
     """
-    try:
-        events = profiler.profiler.kineto_results.events()
-    except AttributeError as error:
-        raise RuntimeError(
-            "This torch version does not expose the profiler's raw events "
-            "(profiler.profiler.kineto_results); the CPU memory measurement "
-            "needs them."
-        ) from error
-    allocations = sorted(
-        (event.start_ns(), event.nbytes())
-        for event in events
-        if event.name() == "[memory]"
-    )
-    current = peak = 0
-    for _, nbytes in allocations:
-        current += nbytes
-        peak = max(peak, current)
-    return peak
-
-
-def memory_method(accelerator):
-    """
-    One line on how peak extra memory is measured on ``accelerator``.
-
-    :param str accelerator: ``"cpu"`` or ``"cuda"``.
-    :return: The description (markdown).
-    :rtype: str
-    """
-    if accelerator == "cuda":
-        return (
-            "`torch.cuda.max_memory_allocated()` during training minus "
-            "`torch.cuda.memory_allocated()` at its start"
-        )
-    return (
-        "peak running sum of the CPU allocator's events in torch's profiler "
-        "(`profile_memory=True`) above the level at the start of training"
-    )
+    saved = getattr(solver.weighting, "last_saved_weights", None)
+    if saved is None:
+        return {}
+    return {str(c): float(w) for c, w in saved().items()}
 
 
 # ----------------------------------------------------------------- workers
-def resolve_job(spec):
-    """
-    The function a job name refers to.
-
-    :param str spec: ``"module:function"``, the module a script in this
-        directory.
-    :return: The function; it takes the worker task and returns a JSON-able
-        result.
-    :rtype: callable
-    :raises ValueError: If ``spec`` is not of that form.
-    """
-    module, _, name = spec.partition(":")
-    if not module or not name:
-        raise ValueError(f"Worker jobs are 'module:function', got {spec!r}.")
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
-    return getattr(importlib.import_module(module), name)
-
-
-def worker_main(task, result_path):
-    """
-    Run the jobs of one worker task and write their JSON results.
-
-    :param dict task: ``task["jobs"]`` lists ``"module:function"`` jobs, run
-        in that order in this process; the other keys are the run's settings
-        (``threads`` among them).
-    :param str result_path: Where to write
-        ``{"results": {job: result}, "threads": torch threads}``.
-    """
-    # Lightning's advice on data-loader workers is irrelevant for one
-    # in-memory batch per step.
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    torch.set_num_threads(task["threads"])
-    jobs = [(spec, resolve_job(spec)) for spec in task["jobs"]]
-    results = {spec: job(task) for spec, job in jobs}
-    envelope = {"results": results, "threads": torch.get_num_threads()}
-    with open(result_path, "w", encoding="utf-8") as handle:
-        json.dump(envelope, handle)
+def _pin_threads(env, threads):
+    """Limit torch's OpenMP and MKL pools of a child process."""
+    env["OMP_NUM_THREADS"] = str(threads)
+    env["MKL_NUM_THREADS"] = str(threads)
 
 
 def run_worker(task, workdir):
     """
     Run one worker task in a fresh process and return its result envelope.
 
-    :param dict task: The worker task: ``jobs`` (see :func:`worker_main`),
-        ``threads`` and whatever the jobs read.
+    :param dict task: ``jobs`` (``"module:function"`` names of scripts in
+        this directory, run in order), ``threads`` and whatever the jobs
+        read.
     :param str workdir: A directory for the result file.
-    :return: The JSON envelope written by :func:`worker_main`.
+    :return: ``{"results": {job: result}, "threads": torch threads}``.
     :rtype: dict
     :raises RuntimeError: If the worker fails (its output is included).
     """
     result_path = os.path.join(workdir, f"result-{time.monotonic_ns()}.json")
     env = dict(os.environ)
-    # Fix the OpenMP pool as well, so intra-op threads match --threads.
-    env["OMP_NUM_THREADS"] = str(task["threads"])
-    env["MKL_NUM_THREADS"] = str(task["threads"])
-    command = [
-        sys.executable,
-        os.path.abspath(__file__),
-        "--worker",
-        json.dumps(task),
-        "--result",
-        result_path,
-    ]
+    _pin_threads(env, task["threads"])
+    command = [sys.executable, os.path.abspath(__file__), "--worker"]
+    command += [json.dumps(task), "--result", result_path]
     completed = subprocess.run(
         command, env=env, capture_output=True, text=True, check=False
     )
@@ -317,14 +196,221 @@ def run_worker(task, workdir):
         return json.load(handle)
 
 
-# ---------------------------------------------------------------- markdown
-def fmt(value, digits=2):
+def _worker_main(task, result_path):
+    """Run the jobs of one :func:`run_worker` task in this process."""
+    # Lightning's advice on data-loader workers is irrelevant for one
+    # in-memory batch per step.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    torch.set_num_threads(task["threads"])
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    results = {}
+    for spec in task["jobs"]:
+        module, _, name = spec.partition(":")
+        job = getattr(importlib.import_module(module), name)
+        results[spec] = job(task)
+    envelope = {"results": results, "threads": torch.get_num_threads()}
+    with open(result_path, "w", encoding="utf-8") as handle:
+        json.dump(envelope, handle)
+
+
+def _ignore_interrupts():
+    # Ctrl-C is the parent's to handle: it keeps the finished runs and
+    # stops the workers. Lightning would catch it in a worker and end the
+    # run early as if it had finished.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def map_jobs(function, jobs, workers, on_result, threads=1):
     """
-    :param float value: A number.
-    :param int digits: Decimals.
-    :return: ``value`` with ``digits`` decimals.
+    Run ``function(job)`` for every job in ``workers`` spawned processes,
+    calling ``on_result(job, result)`` in this process as each ends.
+
+    :param function: A module-level function (picklable).
+    :param list jobs: The jobs, in start order (longest first is best).
+    :param int workers: Processes at once.
+    :param on_result: Called with each job and its result; a job whose
+        worker raised gets ``{"worker_error": message}``.
+    :param int threads: Torch, OpenMP and MKL threads per worker.
+    :raises KeyboardInterrupt: After stopping the workers on Ctrl-C (the
+        results handed over so far are kept by the caller).
+    """
+    # Set before the workers import torch: they inherit the environment.
+    _pin_threads(os.environ, threads)
+    # Spawned, not forked: a fork would inherit the parent's torch state.
+    pool = concurrent.futures.ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("spawn"),
+        initializer=_ignore_interrupts,
+    )
+    futures = {pool.submit(function, job): job for job in jobs}
+    try:
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                result = future.result()
+            except Exception as error:  # the worker process itself died
+                result = {"worker_error": f"{type(error).__name__}: {error}"}
+            on_result(futures[future], result)
+    except KeyboardInterrupt:
+        # The executor has no public way to stop running jobs; its worker
+        # processes are ours to end.
+        alive = list(getattr(pool, "_processes", {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in alive:
+            process.terminate()
+        raise
+    pool.shutdown()
+
+
+# -------------------------------------------------------------- provenance
+def cpu_model():
+    """:return: The CPU model (Linux) or the platform. :rtype: str"""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def package_version(distribution):
+    """:return: An installed distribution's version, or ``"unknown"``."""
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def public_command(script, argv):
+    """
+    The command of a run as a reader can repeat it: paths inside the
+    repository relative to it, any other path by its last component only
+    (a local folder says nothing to a reader).
+
+    :param str script: The script's file name in ``benchmarks/``.
+    :param list argv: Its arguments.
     :rtype: str
     """
+    shown = []
+    for argument in map(str, argv):
+        if os.path.isabs(argument):
+            inside = os.path.commonpath([argument, ROOT]) == ROOT
+            argument = (
+                os.path.relpath(argument, ROOT)
+                if inside
+                else os.path.basename(argument.rstrip(os.sep))
+            )
+        shown.append(argument)
+    return shlex.join(["python", f"benchmarks/{script}", *shown])
+
+
+def default_machine_label():
+    """:return: ``--machine-label``'s default. :rtype: str"""
+    return f"{cpu_model()}, {os.cpu_count()} logical CPUs"
+
+
+def provenance(script, argv, machine_label=None, **extra):
+    """
+    Where, when and with what a run starts: the first part of its JSON.
+
+    :param str script: The script's file name.
+    :param list argv: Its arguments.
+    :param machine_label: A name for the machine (default: CPU model and
+        CPUs).
+    :type machine_label: str or None
+    :param extra: ``device``, ``workers``, ``threads`` and other entries.
+    :return: The part; :func:`finish` adds its end.
+    :rtype: dict
+    """
+    gpu = None
+    if torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(0)
+    return {
+        "command": public_command(script, argv),
+        "date": now(),
+        "machine_label": machine_label or default_machine_label(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "gpu": gpu,
+        "versions": {
+            "python": platform.python_version(),
+            **{name: package_version(name) for name in DISTRIBUTIONS},
+        },
+        "load_start": list(os.getloadavg()),
+        **extra,
+    }
+
+
+def finish(part, started):
+    """
+    Add a run's duration and end load to its :func:`provenance`.
+
+    :param dict part: The run's part.
+    :param float started: ``time.perf_counter()`` at the run's start.
+    :return: ``part``.
+    :rtype: dict
+    """
+    part["duration_min"] = (time.perf_counter() - started) / 60
+    part["load_end"] = list(os.getloadavg())
+    return part
+
+
+def now():
+    """:return: The UTC time, to the minute. :rtype: str"""
+    return datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%d %H:%M UTC"
+    )
+
+
+def header_lines(part):
+    """
+    The provenance of one run: command, date, hardware (CPU model and
+    logical CPUs, GPU model), versions and load. Older results lack some
+    entries: what is missing is left out or said to be.
+
+    :param dict part: From :func:`provenance`.
+    :return: Markdown bullet lines.
+    :rtype: list[str]
+    """
+    took = part.get("duration_min")
+    took = "" if took is None else f" (run took {took:.1f} min)"
+    hardware = part.get("cpu") or "CPU model not recorded"
+    if part.get("cpus"):
+        hardware += f", {part['cpus']} logical CPUs"
+    if part.get("device") == "cuda" or part.get("gpu"):
+        hardware += f"; GPU {part.get('gpu') or 'model not recorded'}"
+    if part.get("device"):
+        hardware += f"; device `{part['device']}`"
+    versions = part.get("versions") or "not recorded"
+    if isinstance(versions, dict):
+        versions = ", ".join(
+            f"{'Python' if k == 'python' else k} {v}"
+            for k, v in versions.items()
+        )
+    load = []
+    if part.get("workers"):
+        load.append(f"{part['workers']} worker process(es) at once")
+    if part.get("threads"):
+        load.append(f"{part['threads']} torch thread(s) each")
+    if part.get("load_end"):
+        load.append(
+            f"load average {part['load_start'][0]:.2f} at the start, "
+            f"{part['load_end'][0]:.2f} at the end"
+        )
+    return [
+        f"- Command: `{part['command']}`",
+        f"- Date: {part['date']}{took}",
+        f"- Hardware: {hardware}",
+        f"- Versions: {versions}",
+        f"- Load: {'; '.join(load) or 'not recorded'}",
+    ]
+
+
+# ---------------------------------------------------------------- markdown
+def fmt(value, digits=2):
+    """:return: ``value`` with ``digits`` decimals. :rtype: str"""
     return f"{value:.{digits}f}"
 
 
@@ -333,8 +419,7 @@ def markdown_table(header, align, rows):
     A markdown table.
 
     :param list header: The column titles.
-    :param str align: One letter per column, ``"l"`` (left) or ``"r"``
-        (right, for numbers).
+    :param str align: One letter per column, ``"l"`` or ``"r"``.
     :param list rows: The rows, lists of cells (converted with ``str``).
     :return: The table's lines.
     :rtype: list[str]
@@ -354,249 +439,158 @@ def markdown_table(header, align, rows):
     return lines
 
 
-def machine_name():
-    """:return: The CPU model (Linux) or the platform. :rtype: str"""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+# ------------------------------------------------------------ pages, JSON
+def write_json(path, data):
+    """Write ``data`` to ``path`` atomically (a reader never sees half)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    partial = f"{path}.partial"
+    with open(partial, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+        handle.write("\n")
+    os.replace(partial, path)
 
 
-def package_version(distribution):
+def read_json(path):
+    """:return: The JSON document at ``path``."""
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def replace_block(text, begin, end, block):
     """
-    :param str distribution: An installed distribution's name.
-    :return: Its version, or ``"unknown"``.
-    :rtype: str
+    ``text`` with what lies between the lines ``begin`` and ``end``
+    replaced by ``block``.
+
+    :return: The new text, or ``None`` when the markers are absent.
+    :rtype: str or None
     """
-    try:
-        return version(distribution)
-    except PackageNotFoundError:
-        return "unknown"
-
-
-def method_link(output, anchor=""):
-    """
-    The link to ``docs/benchmark-method.md`` from a report written to
-    ``output``: relative when the report lies in the repository, the
-    repository path otherwise.
-
-    :param output: The report's path, or ``None`` (printed only).
-    :type output: str or None
-    :param str anchor: A section anchor, without ``#``.
-    :return: The link target.
-    :rtype: str
-    """
-    target = "docs/benchmark-method.md"
-    if output is not None:
-        folder = os.path.dirname(os.path.abspath(output))
-        if os.path.commonpath([folder, ROOT]) == ROOT:
-            target = os.path.relpath(METHOD_DOC, folder).replace(os.sep, "/")
-    return target + (f"#{anchor}" if anchor else "")
-
-
-def report_header(title, run, settings, lines):
-    """
-    The top of a report: title, provenance, and the run's settings.
-
-    :param str title: The title, without ``#``.
-    :param dict run: From :func:`study_main`: ``script``, ``command``,
-        ``date``, ``runtime_min``, ``threads`` and ``output``.
-    :param dict settings: The resolved settings (``accelerator``).
-    :param list lines: Further bullet lines (the settings of each study),
-        without the leading ``- ``.
-    :return: The header's lines.
-    :rtype: list[str]
-    """
-    return [
-        f"# {title}",
-        "",
-        f"Generated by `benchmarks/{run['script']}`; do not edit by hand. "
-        "How it measures and what each row means: "
-        f"[benchmark method]({method_link(run['output'])}).",
-        "",
-        f"- Command: `{run['command']}`",
-        f"- Date: {run['date']} (run took {run['runtime_min']:.1f} min)",
-        f"- Machine: {machine_name()}, {os.cpu_count()} logical CPUs, "
-        f"device `{settings['accelerator']}`, torch threads {run['threads']}",
-        f"- Versions: Python {platform.python_version()}, torch "
-        f"{torch.__version__}, pina-mathlab "
-        f"{package_version('pina-mathlab')}, lightning {lightning.__version__}",
-        *(f"- {line}" for line in lines),
-    ]
-
-
-# ---------------------------------------------------------------- settings
-def _defaults(name, names):
-    """The help suffix giving a setting's full and ``--quick`` defaults."""
-
-    def show(settings):
-        value = settings[name]
-        if isinstance(value, list):
-            return " ".join(map(str, value))
-        if value is None:  # accuracy_width
-            if "widths" in names:
-                return "first of --widths"
-            return str(settings["widths"][0])
-        return str(value)
-
-    return f" (default {show(FULL)}; --quick {show(QUICK)})"
-
-
-def parse_args(argv, description, names, default_output=None):
-    """
-    The command line of a wave-problem study.
-
-    :param list argv: The arguments.
-    :param str description: The ``--help`` description.
-    :param names: The settings the study takes as flags (of
-        :data:`SETTING_NAMES`).
-    :type names: tuple[str]
-    :param default_output: The default of ``--output``; ``None``: print the
-        report only.
-    :type default_output: str or None
-    :return: The parsed command line.
-    :rtype: argparse.Namespace
-    """
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="tiny networks and few steps: a smoke run",
+    start = text.find(begin + "\n")
+    stop = text.find(end, start + 1)
+    if start < 0 or stop < 0:
+        return None
+    return (
+        text[: start + len(begin) + 1] + block.rstrip("\n") + "\n" + text[stop:]
     )
-    for name, text, options in SETTING_FLAGS:
-        if name in names:
-            parser.add_argument(
-                "--" + name.replace("_", "-"),
-                type=int,
-                help=text + _defaults(name, names),
-                **options,
-            )
-    parser.add_argument(
-        "--device",
-        choices=("auto", "cpu", "cuda"),
-        default="auto",
-        help="where to train; auto picks CUDA when available (default auto)",
-    )
-    shown = default_output or "none: print only"
-    parser.add_argument(
-        "--output",
-        default=default_output,
-        help=f"markdown file to write (default {shown})",
-    )
-    return parser.parse_args(argv)
 
 
-def resolve_settings(args):
+def read_block(path, begin, end):
+    """:return: The block between the markers of a file, or ``None``."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    start, stop = text.find(begin + "\n"), text.find(end)
+    if start < 0 or stop < start:
+        return None
+    return text[start + len(begin) + 1 : stop]
+
+
+def write_page(path, script, block, title):
     """
-    The run's settings: ``--quick`` or full defaults, overridden by the
-    flags the study has.
+    Write a rendered block into its page, keeping the text around it; a
+    new page gets ``title`` and the block.
 
-    :param argparse.Namespace args: The parsed flags.
-    :return: Every setting of :data:`FULL`, with ``accuracy_width``
-        resolved and ``accelerator`` added.
-    :rtype: dict
-    :raises ValueError: If a setting is out of range.
+    :param str path: The page.
+    :param str script: The script's file name (for the markers).
+    :param str block: The rendered markdown.
+    :param str title: The page's title line, for a new page.
+    :raises ValueError: If the page exists without the markers.
     """
-    settings = dict(QUICK if args.quick else FULL)
-    for name in FULL:
-        value = getattr(args, name, None)
-        if value is not None:
-            settings[name] = value
-    if settings["accuracy_width"] is None:
-        settings["accuracy_width"] = settings["widths"][0]
-    for name in (
-        "steps",
-        "rounds",
-        "period",
-        "exact_steps",
-        "memory_steps",
-        "accuracy_seeds",
-        "threads",
-        "depth",
-    ):
-        if settings[name] < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1.")
-    if settings["warmup"] < 1:
-        raise ValueError("--warmup must be >= 1 (step 0 is the warm start).")
-    if len(settings["points"]) != len(DOMAINS) or min(settings["points"]) < 1:
-        raise ValueError("--points needs three positive counts: D t0 boundary.")
-    if min(settings["widths"]) < 1:
-        raise ValueError("--widths must be positive.")
-    if settings["accuracy_width"] < 1:
-        raise ValueError("--accuracy-width must be >= 1.")
-    if settings["seed"] < 0:
-        raise ValueError("--seed must be >= 0.")
-    if min(settings["accuracy_checkpoints"]) < 0:
-        raise ValueError("--accuracy-checkpoints must be steps >= 0.")
-    settings["accuracy_checkpoints"] = sorted(
-        set(settings["accuracy_checkpoints"])
-    )
-    if args.device == "auto":
-        settings["accelerator"] = "cuda" if torch.cuda.is_available() else "cpu"
-    else:
-        settings["accelerator"] = args.device
-    return settings
+    begin = BEGIN.format(script=script)
+    text = f"# {title}\n\n{begin}\n{END}\n"
+    if os.path.isfile(path):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    text = replace_block(text, begin, END, block)
+    if text is None:
+        # Never overwrite what people wrote around a page's numbers.
+        raise ValueError(f"{path} has no {begin} ... {END} block.")
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
 
 
-def study_main(argv, script, description, names, measure, render, **options):
+def page_block(path, script):
+    """:return: A page's generated block, or ``None``."""
+    return read_block(path, BEGIN.format(script=script), END)
+
+
+def add_run_flags(parser, workers=True, combine=True):
     """
-    The command line of a study: parse and check the settings, measure in
-    worker processes, then print the markdown report and write it to
-    ``--output``.
+    The flags the scripts share: ``--machine-label``, ``--from-json`` and
+    (unless told otherwise) ``--workers`` and ``--combine``.
 
-    :param argv: Command-line arguments (``sys.argv[1:]`` if ``None``).
-    :type argv: list[str] or None
-    :param str script: The script's file name, for the report and errors.
-    :param str description: The ``--help`` description.
-    :param names: The settings the study takes as flags.
-    :type names: tuple[str]
-    :param measure: ``measure(settings, workdir, log)`` runs the workers
-        and returns the results, with the ``threads`` of the last worker.
-    :param render: ``render(results, settings, run)`` returns the report;
-        ``run`` as in :func:`report_header`.
-    :param options: ``default_output`` for :func:`parse_args`.
-    :return: The process exit code.
-    :rtype: int
+    :param argparse.ArgumentParser parser: The script's parser.
     """
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv, description, names, **options)
-    try:
-        settings = resolve_settings(args)
-    except ValueError as error:
-        print(f"{script}: error: {error}", file=sys.stderr)
-        return 2
-    started = time.perf_counter()
-
-    def log(message):
-        elapsed = time.perf_counter() - started
-        print(f"[{elapsed:7.1f} s] {message}", file=sys.stderr, flush=True)
-
-    with tempfile.TemporaryDirectory() as workdir:
-        results = measure(settings, workdir, log)
-    run = {
-        "script": script,
-        "command": shlex.join(["python", f"benchmarks/{script}", *argv]),
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime(
-            "%Y-%m-%d %H:%M UTC"
+    flags = [
+        (
+            "--machine-label",
+            {
+                "help": "a name for the machine, recorded with "
+                "the results (default: the CPU model and logical CPUs)"
+            },
         ),
-        "runtime_min": (time.perf_counter() - started) / 60.0,
-        "threads": results["threads"],
-        "output": args.output,
-    }
-    document = render(results, settings, run)
-    if args.output is not None:
-        output_dir = os.path.dirname(os.path.abspath(args.output))
-        os.makedirs(output_dir, exist_ok=True)
-        with open(args.output, "w", encoding="utf-8") as handle:
-            handle.write(document)
-    print(document)
-    if args.output is not None:
-        log(f"wrote {args.output}")
-    return 0
+        (
+            "--from-json",
+            {
+                "metavar": "JSON",
+                "help": "render the page from "
+                "this results file; trains nothing",
+            },
+        ),
+    ]
+    if workers:
+        flags.append(
+            (
+                "--workers",
+                {
+                    "type": int,
+                    "default": 2,
+                    "help": "worker processes at once, one torch thread each "
+                    "(default 2)",
+                },
+            )
+        )
+    if combine:
+        flags.append(
+            (
+                "--combine",
+                {
+                    "nargs": "+",
+                    "metavar": "JSON",
+                    "help": "render the results files of runs made elsewhere "
+                    "(each keeps its provenance) as one page",
+                },
+            )
+        )
+    for flag, options in flags:
+        parser.add_argument(flag, **options)
+
+
+def combine_documents(documents, key, identity):
+    """
+    One document of several runs' documents: their ``parts`` in order, and
+    their ``key`` lists joined, each entry marked with its part's index.
+
+    :param list documents: Results documents with ``parts`` and ``key``.
+    :param str key: The list of runs (``"runs"``).
+    :param identity: ``identity(entry)``: what no two entries may share.
+    :return: The combined document (the first's other entries).
+    :rtype: dict
+    :raises ValueError: If two documents hold the same entry.
+    """
+    combined = dict(documents[0], parts=[], **{key: []})
+    seen = set()
+    for document in documents:
+        offset = len(combined["parts"])
+        combined["parts"] += document["parts"]
+        for entry in document[key]:
+            if identity(entry) in seen:
+                raise ValueError(f"the run {identity(entry)} is in both.")
+            seen.add(identity(entry))
+            part = entry.get("part", 0) + offset
+            combined[key].append(dict(entry, part=part))
+    return combined
 
 
 def main(argv=None):
@@ -614,7 +608,7 @@ def main(argv=None):
     parser.add_argument("--worker", required=True, help="the task, JSON")
     parser.add_argument("--result", required=True, help="result JSON file")
     args = parser.parse_args(argv)
-    worker_main(json.loads(args.worker), args.result)
+    _worker_main(json.loads(args.worker), args.result)
     return 0
 
 

@@ -13,35 +13,26 @@ this study with the step-time and accuracy studies.
 
         python benchmarks/peak_memory.py --quick
 
-    Full run (prints the report; ``--output`` writes it)::
+    Full run (prints the page; ``--output`` writes it and its results)::
 
-        python benchmarks/peak_memory.py --output /tmp/memory.md
+        python benchmarks/peak_memory.py --output memory.md
 """
 
 import gc
 import math
 
-import harness
 import configurations
+import harness
 
 #: The settings this study takes as flags.
-SETTINGS = (
-    "threads",
-    "widths",
-    "depth",
-    "points",
-    "period",
-    "memory_steps",
-    "seed",
-)
+SETTINGS = ("threads", "widths", "depth", "points", "period", "memory_steps")
+SETTINGS += ("seed",)
 #: The worker job measuring one network.
 JOB = "peak_memory:run_memory"
 #: The largest allowed peak-memory ratio to unweighted training.
 MEMORY_TARGET = 1.3
 #: The configurations the memory target applies to.
 MEMORY_TARGET_KEYS = configurations.SKETCH_KEYS
-#: Column titles of the memory columns.
-HEADER = ["peak extra memory (MiB)", "× unweighted"]
 
 
 def run_memory(task):
@@ -80,149 +71,87 @@ def run_memory(task):
 
 
 def memory_ratio(peaks, key):
-    """
-    :param dict peaks: ``{key: peak bytes}`` of one network.
-    :param str key: The configuration.
-    :return: Peak extra memory of ``key`` over the unweighted one.
-    :rtype: float
-    """
+    """:return: Peak extra memory of ``key`` over the unweighted run's."""
     if peaks["unweighted"] <= 0:
         return math.inf
     return peaks[key] / peaks["unweighted"]
 
 
-def cells(peaks, key):
-    """
-    The memory cells of a table row.
-
-    :param dict peaks: ``{key: peak bytes}`` of the row's network.
-    :param str key: The configuration.
-    :return: MiB and ratio.
-    :rtype: list[str]
-    """
-    return [
-        harness.fmt(peaks[key] / 2**20, 2),
-        harness.fmt(memory_ratio(peaks, key)),
-    ]
-
-
 def target_checks(width, peaks, settings):
     """
-    The memory targets of one network, checked on the ratios rounded to the
-    three decimals the report shows.
+    The memory targets of one network, on the ratios rounded to the three
+    decimals the page shows.
 
-    :param int width: The network width.
-    :param dict peaks: ``{key: peak bytes}`` of that network.
-    :param dict settings: The resolved settings (for the labels).
-    :return: ``[(width, description, measured, limit, passed, None)]``.
-    :rtype: list[tuple]
+    :return: The checks (see :func:`configurations.render`).
+    :rtype: list[dict]
     """
-    checks = []
-    for key in MEMORY_TARGET_KEYS:
-        value = round(memory_ratio(peaks, key), 3)
-        label = f"memory, {configurations.config_label(key, settings)}"
-        checks.append(
-            (width, label, value, MEMORY_TARGET, value <= MEMORY_TARGET, None)
+    return [
+        dict(
+            width=width,
+            label=f"memory, {configurations.config_label(key, settings)}",
+            measured=round(memory_ratio(peaks, key), 3),
+            limit=MEMORY_TARGET,
         )
-    return checks
+        for key in MEMORY_TARGET_KEYS
+    ]
 
 
 def settings_line(settings):
-    """
-    The report's line on this study's settings.
-
-    :param dict settings: The resolved settings.
-    :return: The line (markdown, no bullet).
-    :rtype: str
-    """
+    """The page's line on this study's settings."""
+    if settings["accelerator"] == "cuda":
+        method = (
+            "`torch.cuda.max_memory_allocated()` during training minus "
+            "`torch.cuda.memory_allocated()` at its start"
+        )
+    else:
+        method = (
+            "peak running sum of the CPU allocator's events in torch's "
+            "profiler (`profile_memory=True`) above the level at the start "
+            "of training"
+        )
     return (
         f"Peak extra memory: one run per configuration, "
-        f"{settings['memory_steps']} steps (exact every step: 1); "
-        f"{harness.memory_method(settings['accelerator'])}"
+        f"{settings['memory_steps']} steps (exact every step: 1); {method}"
     )
 
 
-def measure(settings, workdir, log):
+def summarise(results, settings):
     """
-    Every network's memory runs, one fresh worker per network.
+    The page's numbers: per network and configuration the peak in MiB and
+    its ratio to unweighted training; the targets.
 
-    :param dict settings: The resolved settings.
-    :param str workdir: A directory for the workers' result files.
-    :param log: ``log(message)`` reports progress.
-    :return: ``{"memory": {width: {key: peak bytes}}, "parameters":
-        {width: count}, "threads": int}``.
+    :return: ``line``, ``parameters``, ``rows`` and ``targets`` (see
+        :func:`configurations.render`).
     :rtype: dict
     """
-    memory, parameters, envelope = {}, {}, None
+    rows, targets, parameters = [], [], {}
     for width in settings["widths"]:
-        task = dict(settings, jobs=[JOB], width=width, round=0)
-        envelope = harness.run_worker(task, workdir)
-        memory[width] = envelope["results"][JOB]["peaks"]
-        parameters[width] = envelope["results"][JOB]["parameters"]
-        log(f"width {width}: memory done")
-    return {
-        "memory": memory,
-        "parameters": parameters,
-        "threads": envelope["threads"],
-    }
-
-
-def render(results, settings, run):
-    """
-    The study's report.
-
-    :param dict results: From :func:`measure`.
-    :param dict settings: The resolved settings.
-    :param dict run: See :func:`harness.report_header`.
-    :return: The markdown document.
-    :rtype: str
-    """
-    memory = results["memory"]
-    checks = []
-    for width in settings["widths"]:
-        checks += target_checks(width, memory[width], settings)
-    link = harness.method_link(run["output"], "peak-extra-memory")
-    lines = harness.report_header(
-        "Benchmark: peak extra memory of NTK loss weights in PINA",
-        run,
-        settings,
-        [configurations.problem_line(settings), settings_line(settings)],
-    )
-    lines += [
-        "",
-        "## Peak extra memory",
-        "",
-        f"Ratios to the unweighted run of the same network; [method]({link}).",
-        "",
-        *configurations.weighting_table(
-            settings,
-            results["parameters"],
-            [(HEADER, lambda w, key: cells(memory[w], key))],
-        ),
-        "",
-        "## Targets",
-        "",
-        *configurations.target_table(settings, checks),
-        "",
-    ]
-    return "\n".join(lines)
+        peaks = results["memory"][width]["peaks"]
+        parameters[str(width)] = results["memory"][width]["parameters"]
+        for key in configurations.CONFIG_KEYS:
+            rows.append(
+                dict(
+                    width=width,
+                    key=key,
+                    label=configurations.config_label(key, settings),
+                    memory=[peaks[key] / 2**20, memory_ratio(peaks, key)],
+                )
+            )
+        targets += target_checks(width, peaks, settings)
+    line = settings_line(settings)
+    return dict(line=line, parameters=parameters, rows=rows, targets=targets)
 
 
 def main(argv=None):
     """
-    Run the study and print (and with ``--output`` write) the report.
+    Run the study (or render ``--from-json``) and write its page.
 
     :param list argv: Command-line arguments (default ``sys.argv[1:]``).
     :return: The process exit code.
     :rtype: int
     """
-    return harness.study_main(
-        argv,
-        "peak_memory.py",
-        __doc__.split("\n\n")[0],
-        SETTINGS,
-        measure,
-        render,
+    return configurations.study_main(
+        argv, "peak_memory.py", SETTINGS, ("memory",)
     )
 
 

@@ -14,9 +14,9 @@ and memory studies.
 
         python benchmarks/sketch_accuracy.py --quick
 
-    Full run (prints the report; ``--output`` writes it)::
+    Full run (prints the page; ``--output`` writes it and its results)::
 
-        python benchmarks/sketch_accuracy.py --output /tmp/accuracy.md
+        python benchmarks/sketch_accuracy.py --output accuracy.md
 """
 
 import gc
@@ -24,20 +24,13 @@ import statistics
 
 from lightning.pytorch.callbacks import Callback
 
-import harness
 import configurations
+import harness
 from pina_ntk import solver_ntk_weights
 
 #: The settings this study takes as flags.
-SETTINGS = (
-    "threads",
-    "depth",
-    "points",
-    "accuracy_width",
-    "accuracy_checkpoints",
-    "accuracy_seeds",
-    "seed",
-)
+SETTINGS = ("threads", "depth", "points", "accuracy_width", "accuracy_seeds")
+SETTINGS += ("accuracy_checkpoints", "seed")
 #: The worker job of the study.
 JOB = "sketch_accuracy:run_accuracy"
 #: Sketch estimators compared with the exact weights.
@@ -53,13 +46,11 @@ class ExactReference(Callback):
 
     :param checkpoints: Step indices, from 0.
     :type checkpoints: list[int]
-    :param ntk_callback: The run's :class:`~pina_ntk.NTKCallback`.
     """
 
-    def __init__(self, checkpoints, ntk_callback):
+    def __init__(self, checkpoints):
         super().__init__()
         self.checkpoints = set(checkpoints)
-        self.ntk_callback = ntk_callback
         self.step = 0
         self.exact = {}
         self.sketch = {}
@@ -74,7 +65,7 @@ class ExactReference(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         """The sketch's weights of the same step."""
         if self.step in self.checkpoints:
-            self.sketch[self.step] = dict(self.ntk_callback.weights)
+            self.sketch[self.step] = harness.applied_weights(pl_module)
         self.step += 1
 
 
@@ -99,7 +90,7 @@ def run_accuracy(task):
             solver, callbacks = configurations.build_solver(
                 seeded, key, safeguard=None
             )
-            reference = ExactReference(checkpoints, callbacks[0])
+            reference = ExactReference(checkpoints)
             steps = max(checkpoints) + 1
             configurations.train(seeded, solver, steps, [reference] + callbacks)
             result[key].append(
@@ -164,13 +155,7 @@ def exact_drift(accuracy, key=ACCURACY_KEYS[0]):
 
 
 def settings_line(settings):
-    """
-    The report's line on this study's settings.
-
-    :param dict settings: The resolved settings.
-    :return: The line (markdown, no bullet).
-    :rtype: str
-    """
+    """The page's line on this study's settings."""
     steps = ", ".join(map(str, settings["accuracy_checkpoints"]))
     return (
         f"Accuracy: {settings['depth']}×{settings['accuracy_width']} "
@@ -179,127 +164,66 @@ def settings_line(settings):
     )
 
 
-def section(accuracy, settings, output):
+def section_numbers(accuracy, settings):
     """
-    The accuracy section of a report.
+    The accuracy section's numbers (see :func:`configurations.render`).
 
     :param dict accuracy: The accuracy worker's result.
     :param dict settings: The resolved settings.
-    :param output: The report's path (for the method link), or ``None``.
-    :type output: str or None
-    :return: The section's lines.
-    :rtype: list[str]
+    :rtype: dict
     """
     checkpoints = settings["accuracy_checkpoints"]
-    rows = []
     labelled = [
         (configurations.config_label(key, settings), errors)
         for key, errors in summarise_accuracy(accuracy).items()
     ]
     labelled.append((DRIFT_LABEL, exact_drift(accuracy)))
-    for label, values in labelled:
-        cells = [
-            harness.fmt(100 * statistics.median(values[c]), 1)
-            for c in checkpoints
+    errors = [
+        [
+            label,
+            [100 * statistics.median(values[c]) for c in checkpoints],
+            100 * max(max(per_seed) for per_seed in values.values()),
         ]
-        largest = max(max(per_seed) for per_seed in values.values())
-        cells.append(harness.fmt(100 * largest, 1))
-        rows.append([label, *cells])
-    first_seed = {key: runs[0] for key, runs in accuracy.items()}
-    last = str(checkpoints[-1])
-    names = list(first_seed[ACCURACY_KEYS[0]]["exact"][last])
-    weight_rows = []
-    for key in ACCURACY_KEYS:
-        record = first_seed[key]
-        exact = [harness.fmt(record["exact"][last][n], 3) for n in names]
-        sketch = [harness.fmt(record["sketch"][last][n], 3) for n in names]
-        weight_rows.append(
-            [configurations.config_label(key, settings), *exact, *sketch]
-        )
-    link = harness.method_link(output, "accuracy-of-the-sketched-weights")
-    return [
-        "## Accuracy of the sketched weights",
-        "",
-        "Max over conditions of |w_sketch − w_exact| / w_exact in percent, "
-        "median over seeds; last column: largest value over steps and "
-        f"seeds; [method]({link}).",
-        "",
-        *harness.markdown_table(
-            ["estimator", *(f"step {c}" for c in checkpoints), "max"],
-            "l" + "r" * (len(checkpoints) + 1),
-            rows,
-        ),
-        "",
-        f"Weights at step {last}, seed {settings['seed']} (each run has its "
-        "own exact reference):",
-        "",
-        *harness.markdown_table(
-            [
-                "estimator",
-                *(f"`{n}` exact" for n in names),
-                *(f"`{n}` sketch" for n in names),
-            ],
-            "l" + "r" * (2 * len(names)),
-            weight_rows,
-        ),
-        "",
+        for label, values in labelled
     ]
-
-
-def measure(settings, workdir, log):
-    """
-    The accuracy runs, in one fresh worker.
-
-    :param dict settings: The resolved settings.
-    :param str workdir: A directory for the worker's result file.
-    :param log: ``log(message)`` reports progress.
-    :return: ``{"accuracy": worker result, "threads": int}``.
-    :rtype: dict
-    """
-    task = dict(settings, jobs=[JOB], width=settings["accuracy_width"], round=0)
-    envelope = harness.run_worker(task, workdir)
-    log("accuracy done")
-    return {
-        "accuracy": envelope["results"][JOB],
-        "threads": envelope["threads"],
-    }
-
-
-def render(results, settings, run):
-    """
-    The study's report.
-
-    :param dict results: From :func:`measure`.
-    :param dict settings: The resolved settings.
-    :param dict run: See :func:`harness.report_header`.
-    :return: The markdown document.
-    :rtype: str
-    """
-    lines = harness.report_header(
-        "Benchmark: accuracy of the sketched NTK loss weights in PINA",
-        run,
-        settings,
-        [configurations.problem_line(settings), settings_line(settings)],
+    last = str(checkpoints[-1])
+    names = list(accuracy[ACCURACY_KEYS[0]][0]["exact"][last])
+    weights = []
+    for key in ACCURACY_KEYS:
+        record = accuracy[key][0]  # the first seed
+        weights.append(
+            [
+                configurations.config_label(key, settings),
+                [record["exact"][last][n] for n in names],
+                [record["sketch"][last][n] for n in names],
+            ]
+        )
+    return dict(
+        checkpoints=checkpoints,
+        errors=errors,
+        step=checkpoints[-1],
+        seed=settings["seed"],
+        names=names,
+        weights=weights,
     )
-    lines += ["", *section(results["accuracy"], settings, run["output"])]
-    return "\n".join(lines)
+
+
+def summarise(results, settings):
+    """The page's numbers: the settings ``line`` and ``accuracy``."""
+    accuracy = section_numbers(results["accuracy"], settings)
+    return dict(line=settings_line(settings), accuracy=accuracy)
 
 
 def main(argv=None):
     """
-    Run the study and print (and with ``--output`` write) the report.
+    Run the study (or render ``--from-json``) and write its page.
 
     :param list argv: Command-line arguments (default ``sys.argv[1:]``).
     :return: The process exit code.
     :rtype: int
     """
-    return harness.study_main(
-        argv,
-        "sketch_accuracy.py",
-        __doc__.split("\n\n")[0],
-        SETTINGS,
-        measure,
-        render,
+    return configurations.study_main(
+        argv, "sketch_accuracy.py", SETTINGS, ("accuracy",)
     )
 
 

@@ -4,28 +4,32 @@ Trains the wave tutorial's sketch-NTK PINN (:class:`~pina_ntk.paper.
 experiments.wave.WaveSettings`: 64 Fourier features into a 3×128 tanh MLP,
 10,000 Adam steps, the paper's point counts resampled every step) with
 ``SketchNTKWeighting(sample_every_n_steps=k)`` for each estimator, each ``k``
-and each seed, one process per run, one torch thread each. Every
+and each seed, ``--workers`` processes at once, one torch thread each. Every
 ``--error-every`` steps it records the relative L2 error on the 101×101 grid
-and, for seed 0, the exact NTK weights at the run's current parameters and
-points (:func:`~pina_ntk.integration.diagnostics.solver_ntk_weights`) beside
-the sketched weights the run uses; those evaluations are excluded from the
-wall time. Writes ``spaced-samples.json`` (every number),
-``spaced-samples.md`` (the table) and ``spaced-samples-weights.png``
-(sketched vs exact weights) into ``--output-dir``.
+and, for seed 0, every ``--track-every`` steps the exact NTK weights at the
+run's parameters and points beside the sketched weights the run uses; those
+evaluations are excluded from the wall time. Writes ``spaced-samples.json``
+(every number, rewritten after each run), ``spaced-samples.md`` (the page,
+rendered from the JSON alone) and ``figures/spaced-samples-weights.png``
+into ``--output-dir``.
 
     python benchmarks/spaced_samples.py --workers 2            # full study
     python benchmarks/spaced_samples.py --quick --output-dir /tmp/s  # smoke
+    # parts run on two machines, then one page with the long runs
+    python benchmarks/spaced_samples.py --every 1 --output-dir a
+    python benchmarks/spaced_samples.py --every 10 50 --output-dir b
+    python benchmarks/spaced_samples.py --combine a/spaced-samples.json \\
+        b/spaced-samples.json --long-runs docs/long-runs/*.json
+    # the page again from the committed results
+    python benchmarks/spaced_samples.py --from-json docs/spaced-samples.json
 """
 
 import argparse
-import json
+import math
 import os
-import shlex
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from pathlib import Path
 
 import harness
 
@@ -34,42 +38,39 @@ EVERY = (1, 10, 50)
 SEEDS = (0, 1, 2)
 #: Seed whose runs also record the exact weights along their trajectory.
 TRACKED_SEED = 0
+SCRIPT = "spaced_samples.py"
+TITLE = "Spaced sketch samples on the wave tutorial"
 
 
 def run_job(job):
     """
-    Train one sketch-NTK PINN of the study in this process.
+    Train one sketch-NTK PINN of the study (a worker's job).
 
     :param dict job: ``estimator``, ``every``, ``seed``, ``steps``,
-        ``error_every``, ``quick``.
+        ``error_every``, ``track_every``, ``quick``.
     :return: The run's numbers (JSON-serialisable).
     :rtype: dict
     """
     import torch
 
-    torch.set_num_threads(1)
-    from pina_ntk.integration.diagnostics import solver_ntk_weights
+    from pina_ntk import solver_ntk_weights
     from pina_ntk.paper.experiments.outputs import relative_error_fn
-    from pina_ntk.paper.experiments.training import (
-        ntk_weights_of,
-        train_pinn,
-    )
+    from pina_ntk.paper.experiments.training import ntk_weights_of, train_pinn
     from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
     from pina_ntk.paper.problems import WaveProblem
 
+    torch.set_num_threads(1)
     options = dict(
         weightings=("sketch",),
         estimator=job["estimator"],
         sample_every=job["every"],
         seed=job["seed"],
+        safeguard="none",  # the study's runs, as its page says
     )
     if job["steps"] is not None:
         options["steps"] = job["steps"]
-    settings = (
-        WaveSettings.quick(**options)
-        if job["quick"]
-        else WaveSettings(**options)
-    )
+    make = WaveSettings.quick if job["quick"] else WaveSettings
+    settings = make(**options)
     _, _, points, exact = wave_grid(settings.grid)
     error = relative_error_fn(points, exact)
     tracked = {"steps": [], "sketch": [], "exact": []}
@@ -79,7 +80,7 @@ def run_job(job):
         if job["seed"] == TRACKED_SEED and (
             step % job["track_every"] == 0 or step == settings.steps
         ):
-            tracked["steps"].append(solver.trainer.global_step)
+            tracked["steps"].append(step)
             tracked["sketch"].append(ntk_weights_of(solver))
             tracked["exact"].append(solver_ntk_weights(solver, chunk_size=64))
         return error(solver)
@@ -104,30 +105,12 @@ def run_job(job):
     }
 
 
-def jobs_of(args):
-    """The study's runs, the slowest first (k = 1, predictor)."""
-    jobs = [
-        dict(
-            estimator=estimator,
-            every=every,
-            seed=seed,
-            steps=args.steps,
-            error_every=args.error_every,
-            track_every=args.track_every,
-            quick=args.quick,
-        )
-        for every in args.every
-        for estimator in reversed(args.estimators)
-        for seed in args.seeds
-    ]
-    return jobs
-
-
-def summarise(runs):
+def summarise(runs, parts):
     """
-    Per (estimator, k): the median, range and seeds' errors and wall times.
+    Per (estimator, k): the seeds' errors and wall times, and the machines.
 
-    :param list runs: Results of :func:`run_job`.
+    :param list runs: Results of :func:`run_job`, with their ``part``.
+    :param list parts: The document's parts (for the machine labels).
     :rtype: list[dict]
     """
     cells = {}
@@ -136,18 +119,16 @@ def summarise(runs):
     rows = []
     for (estimator, every), group in sorted(cells.items()):
         group.sort(key=lambda r: r["seed"])
-        errors = [r["relative_l2"] for r in group]
-        times = [r["wall_time_s"] for r in group]
         rows.append(
             dict(
                 estimator=estimator,
                 every=every,
                 seeds=[r["seed"] for r in group],
-                errors=errors,
-                median_error=statistics.median(errors),
-                median_wall_time_s=statistics.median(times),
-                wall_times_s=times,
-                machines=sorted({r.get("machine", "?") for r in group}),
+                errors=[r["relative_l2"] for r in group],
+                wall_times_s=[r["wall_time_s"] for r in group],
+                machines=sorted(
+                    {parts[r.get("part", 0)]["machine_label"] for r in group}
+                ),
             )
         )
     return rows
@@ -155,109 +136,62 @@ def summarise(runs):
 
 def weight_errors(runs):
     """
-    Median over the tracked evaluations (after the first) and conditions of
+    Median over the tracked evaluations and conditions of
     ``|log(w_sketch / w_exact)|`` per (estimator, k), seed 0.
 
     :param list runs: Results of :func:`run_job`.
     :rtype: dict
     """
-    import math
-
-    out = {}
+    found = {}
     for run in runs:
         tracked = run["tracked"]
-        if not tracked["steps"]:
-            continue
         gaps = [
             abs(math.log(sketch[name] / exact[name]))
             for sketch, exact in zip(tracked["sketch"], tracked["exact"])
             for name in exact
             if sketch.get(name, 0) > 0 and exact[name] > 0
         ]
-        key = f"{run['estimator']}, k={run['every']}"
-        out[key] = statistics.median(gaps) if gaps else float("nan")
-    return out
+        if gaps:
+            key = f"{run['estimator']}, k={run['every']}"
+            found[key] = statistics.median(gaps)
+    return found
 
 
-def table(record):
-    """The markdown table of a study (``record`` as written to the JSON)."""
-    rows = record["summary"]
-    lines = [
-        "| estimator | k | median relative L2 | range over seeds | seeds "
-        "(0, 1, 2) | median wall time (s) | median vs k = 1 | machine |",
-        "|---|---:|---:|---:|---|---:|---:|---|",
-    ]
-    base = {r["estimator"]: r for r in rows if r["every"] == 1}
-    for row in rows:
-        ref = base.get(row["estimator"])
-        ratio = (
-            f"{row['median_error'] / ref['median_error']:.2f}×" if ref else "–"
-        )
-        lines.append(
-            f"| {row['estimator']} | {row['every']} | "
-            f"{row['median_error']:.3e} | {min(row['errors']):.2e}–"
-            f"{max(row['errors']):.2e} | "
-            + ", ".join(f"{e:.2e}" for e in row["errors"])
-            + f" | {row['median_wall_time_s']:.0f} | {ratio} | "
-            + ", ".join(row["machines"])
-            + " |"
-        )
-    lines += [
-        "",
-        "Median over the tracked evaluations and conditions of "
-        "|log(w_sketch / w_exact)|, seed 0 (exact weights at the run's own "
-        "parameters and points, every --track-every steps):",
-        "",
-        "| run | median log-ratio |",
-        "|---|---:|",
-    ]
-    for key, value in sorted(record["weight_errors"].items()):
-        lines.append(f"| {key} | {value:.3f} |")
-    return "\n".join(lines) + "\n"
-
-
-def long_run_table(paths):
+def long_run(path):
     """
-    The table of ``benchmarks/wave_long_run.py`` results.
+    What the page shows of a ``benchmarks/wave_long_run.py`` result.
 
-    :param list paths: Their JSON files.
-    :rtype: str
+    :param str path: Its JSON file.
+    :rtype: dict
     """
-    lines = [
-        "| PINN | steps | training time (s) | relative L2 | machine, "
-        "started |",
-        "|---|---:|---:|---:|---|",
-    ]
-    for path in paths:
-        run = json.loads(Path(path).read_text())
-        settings = run["settings"]
-        name = run["weighting"]
-        if name == "sketch":
-            name = (
-                f"sketch ({settings['estimator']}, k = "
-                f"{settings['sample_every']})"
-            )
-        lines.append(
-            f"| {name} | {settings['steps']} | {run['wall_time_s']:.0f} | "
-            f"{run['final_relative_l2']:.3e} | {run['machine']}, "
-            f"{run['started']} |"
+    run = harness.read_json(path)
+    settings = run["settings"]
+    name = run["weighting"]
+    if name == "sketch":
+        name = (
+            f"sketch ({settings['estimator']}, k = "
+            f"{settings['sample_every']})"
         )
-    return "\n".join(lines) + "\n"
+    return dict(
+        pinn=name,
+        steps=settings["steps"],
+        wall_time_s=run["wall_time_s"],
+        relative_l2=run["final_relative_l2"],
+        machine=run["machine"],
+        started=run["started"],
+        file=os.path.relpath(os.path.abspath(path), harness.ROOT),
+    )
 
 
-def markdown(record):
+def render(record):
     """
-    The study's page: how it ran, the table, the figure and, if given,
-    the long runs.
+    The page's generated block, from the results document alone.
 
     :param dict record: As written to ``spaced-samples.json``.
     :rtype: str
     """
-    parts = record.get("parts") or [record]
+    parts = record["parts"]
     lines = [
-        "# Spaced sketch samples on the wave tutorial",
-        "",
-        "Generated by `benchmarks/spaced_samples.py`; do not edit by hand. "
         "Each run trains the wave tutorial's sketch-NTK PINN "
         "(`WaveSettings()`: 64 Fourier features into a 3×128 tanh MLP, "
         "10,000 Adam steps, the paper's points resampled every step, "
@@ -266,17 +200,34 @@ def markdown(record):
         "error evaluations and the exact weights of the figure.",
         "",
     ]
-    for part in parts:
-        lines.append(
-            f"- `python benchmarks/{part['command']}` on {part['machine']}, "
-            f"{part['workers']} run(s) at a time, "
-            f"started {part['started']} UTC, "
-            f"{part.get('duration_s', 0) / 60:.1f} min"
-        )
+    for index, part in enumerate(parts, 1):
+        if len(parts) > 1:
+            lines += [f"Part {index} ({part['machine_label']}):", ""]
+        lines += [*harness.header_lines(part), ""]
     if record.get("combined_by"):
-        lines.append(f"- page: `python benchmarks/{record['combined_by']}`")
+        lines += [f"Page: `{record['combined_by']}`", ""]
+    rows = []
+    base = {r["estimator"]: r for r in record["summary"] if r["every"] == 1}
+    for row in record["summary"]:
+        median = statistics.median(row["errors"])
+        ref = base.get(row["estimator"])
+        ratio = "–"
+        if ref:
+            ratio = f"{median / statistics.median(ref['errors']):.2f}×"
+        rows.append(
+            [
+                row["estimator"],
+                row["every"],
+                f"{median:.3e}",
+                f"{min(row['errors']):.2e}–{max(row['errors']):.2e}",
+                ", ".join(f"{e:.2e}" for e in row["errors"]),
+                f"{statistics.median(row['wall_times_s']):.0f}",
+                ratio,
+                ", ".join(row["machines"]),
+            ]
+        )
+    seeds = ", ".join(map(str, record["summary"][0]["seeds"]))
     lines += [
-        "",
         "## Final relative L2 error",
         "",
         "Relative L2 error on the 101×101 grid after the last step. Wall "
@@ -285,26 +236,74 @@ def markdown(record):
         "measured in interleaved rounds by `benchmarks/step_time.py` "
         "(`docs/step-time.md`).",
         "",
-        table(record),
+        *harness.markdown_table(
+            [
+                "estimator",
+                "k",
+                "median relative L2",
+                "range over seeds",
+                f"seeds ({seeds})",
+                "median wall time (s)",
+                "median vs k = 1",
+                "machine",
+            ],
+            "lrrrlrrl",
+            rows,
+        ),
+        "",
+        "Median over the tracked evaluations and conditions of "
+        "|log(w_sketch / w_exact)|, seed 0 (exact weights at the run's own "
+        "parameters and points, every --track-every steps):",
+        "",
+        *harness.markdown_table(
+            ["run", "median log-ratio"],
+            "lr",
+            [
+                [k, f"{v:.3f}"]
+                for k, v in sorted(record["weight_errors"].items())
+            ],
+        ),
+        "",
         "## Sketched against exact weights",
         "",
         "![Sketched vs exact weights](figures/spaced-samples-weights.png)",
         "",
         "Lines: the weights the run used; dots: the exact NTK weights at the "
         "same parameters and points.",
-        "",
     ]
     if record.get("long_runs"):
         lines += [
+            "",
             "## Long runs",
             "",
             "`benchmarks/wave_long_run.py`: the tutorial's settings with the "
             "learning-rate schedule stretched to the run, one process per "
-            "PINN, one torch thread.",
+            "PINN, one torch thread; results in "
+            + ", ".join(f"`{r['file']}`" for r in record["long_runs"])
+            + ".",
             "",
-            long_run_table(record["long_runs"]),
+            *harness.markdown_table(
+                [
+                    "PINN",
+                    "steps",
+                    "training time (s)",
+                    "relative L2",
+                    "machine, started",
+                ],
+                "lrrrl",
+                [
+                    [
+                        r["pinn"],
+                        r["steps"],
+                        f"{r['wall_time_s']:.0f}",
+                        f"{r['relative_l2']:.3e}",
+                        f"{r['machine']}, {r['started']}",
+                    ]
+                    for r in record["long_runs"]
+                ],
+            ),
         ]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def plot(runs, path):
@@ -315,10 +314,10 @@ def plot(runs, path):
     import matplotlib.pyplot as plt
 
     tracked = [r for r in runs if r["tracked"]["steps"]]
+    if not tracked:
+        return
     estimators = sorted({r["estimator"] for r in tracked})
     everys = sorted({r["every"] for r in tracked})
-    if not tracked:
-        return None
     fig, axes = plt.subplots(
         len(estimators),
         len(everys),
@@ -328,37 +327,27 @@ def plot(runs, path):
     )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for run in tracked:
-        ax = axes[estimators.index(run["estimator"])][
-            everys.index(run["every"])
-        ]
+        row, column = estimators.index(run["estimator"]), everys.index(
+            run["every"]
+        )
+        ax = axes[row][column]
         data = run["tracked"]
-        names = list(data["exact"][0])
-        for i, name in enumerate(names):
+        for i, name in enumerate(data["exact"][0]):
             colour = colours[i % len(colours)]
+            sketch = [w.get(name, float("nan")) for w in data["sketch"]]
+            ax.plot(data["steps"], sketch, color=colour, lw=1.5, label=name)
+            exact = [w[name] for w in data["exact"]]
             ax.plot(
-                data["steps"],
-                [w.get(name, float("nan")) for w in data["sketch"]],
-                color=colour,
-                lw=1.5,
-                label=name,
-            )
-            ax.plot(
-                data["steps"],
-                [w[name] for w in data["exact"]],
-                color=colour,
-                ls="none",
-                marker="o",
-                ms=3,
+                data["steps"], exact, color=colour, ls="none", marker="o", ms=3
             )
         ax.set_yscale("log")
         ax.set_title(f"{run['estimator']}, k = {run['every']}")
         ax.set_xlabel("optimisation step")
     for row in axes:
         row[0].set_ylabel("loss weight (log)")
+    first = next(ax for row in axes for ax in row if ax.lines)
     axes[0][0].legend(
-        *next(
-            ax for row in axes for ax in row if ax.lines
-        ).get_legend_handles_labels(),
+        *first.get_legend_handles_labels(),
         fontsize=7,
         title="line: sketch, dots: exact",
     )
@@ -369,26 +358,34 @@ def plot(runs, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
 
 
-def write_outputs(record, output_dir):
-    """Write the JSON, the page and its figure into ``output_dir``."""
-    output_dir.mkdir(parents=True, exist_ok=True)
-    record["summary"] = summarise(record["runs"])
+def write_outputs(record, output_dir, figure=True):
+    """Write the JSON, the page and (with ``figure``) its figure."""
+    record["summary"] = summarise(record["runs"], record["parts"])
     record["weight_errors"] = weight_errors(record["runs"])
-    (output_dir / "spaced-samples.json").write_text(
-        json.dumps(record, indent=1)
-    )
-    (output_dir / "spaced-samples.md").write_text(markdown(record))
-    (output_dir / "figures").mkdir(exist_ok=True)
-    plot(record["runs"], output_dir / "figures" / "spaced-samples-weights.png")
+    harness.write_json(os.path.join(output_dir, "spaced-samples.json"), record)
+    page = os.path.join(output_dir, "spaced-samples.md")
+    harness.write_page(page, SCRIPT, render(record), TITLE)
+    if figure:
+        os.makedirs(os.path.join(output_dir, "figures"), exist_ok=True)
+        plot(
+            record["runs"],
+            os.path.join(output_dir, "figures", "spaced-samples-weights.png"),
+        )
 
 
 def main(argv=None):
+    """
+    Run the study, or combine or re-render results.
+
+    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
+    :return: The exit code.
+    :rtype: int
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--error-every", type=int, default=500)
     parser.add_argument(
@@ -397,23 +394,6 @@ def main(argv=None):
         default=1000,
         help="steps between exact weights along the seed-0 runs (a "
         "multiple of --error-every)",
-    )
-    parser.add_argument(
-        "--combine",
-        nargs="+",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="merge the spaced-samples.json of earlier runs (e.g. parts run "
-        "on different machines) into --output-dir instead of training",
-    )
-    parser.add_argument(
-        "--machine-labels",
-        nargs="+",
-        default=None,
-        metavar="LABEL",
-        help="with --combine: a name for each part's machine, in order "
-        "(two machines may report the same CPU model)",
     )
     parser.add_argument(
         "--long-runs",
@@ -428,70 +408,67 @@ def main(argv=None):
     )
     parser.add_argument("--every", nargs="+", type=int, default=EVERY)
     parser.add_argument("--seeds", nargs="+", type=int, default=SEEDS)
-    parser.add_argument("--output-dir", type=Path, default=Path("docs"))
+    parser.add_argument(
+        "--output-dir", default=os.path.join(harness.ROOT, "docs")
+    )
+    harness.add_run_flags(parser)
     args = parser.parse_args(argv)
+    if args.from_json:
+        record = harness.read_json(args.from_json)
+        page = os.path.join(args.output_dir, "spaced-samples.md")
+        harness.write_page(page, SCRIPT, render(record), TITLE)
+        return 0
     if args.combine:
-        parts = [
-            json.loads((d / "spaced-samples.json").read_text())
-            for d in args.combine
-        ]
-        if args.machine_labels:
-            if len(args.machine_labels) != len(parts):
-                parser.error("--machine-labels needs one label per part.")
-            for part, label in zip(parts, args.machine_labels):
-                part["machine"] = label
-                for run in part["runs"]:
-                    run["machine"] = label
-        record = {
-            "parts": [
-                {
-                    k: v
-                    for k, v in part.items()
-                    if k not in ("runs", "summary", "weight_errors")
-                }
-                for part in parts
-            ],
-            "runs": [run for part in parts for run in part["runs"]],
-            "long_runs": [str(p) for p in args.long_runs],
-            "combined_by": " ".join(
-                [Path(sys.argv[0]).name, *map(shlex.quote, sys.argv[1:])]
-            ),
-        }
+        documents = [harness.read_json(path) for path in args.combine]
+        record = harness.combine_documents(
+            documents, "runs", lambda r: (r["estimator"], r["every"], r["seed"])
+        )
+        record["long_runs"] = [long_run(path) for path in args.long_runs]
+        record["combined_by"] = harness.public_command(SCRIPT, argv)
         write_outputs(record, args.output_dir)
-        print(markdown(record))
-        return
+        return 0
     if args.quick:
         args.steps = args.steps or 20
         args.error_every = min(args.error_every, 10)
         args.track_every = args.error_every
         args.every = [e for e in args.every if e <= 10] or [1]
         args.seeds = args.seeds[:1]
-    record = {
-        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-        "machine": harness.machine_name(),
-        "cpus": os.cpu_count(),
-        "workers": args.workers,
-        "torch_threads": 1,
-        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
-        "runs": [],
-    }
-    start = time.perf_counter()
-    with ProcessPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(run_job, job) for job in jobs_of(args)]
-        for future in as_completed(futures):
-            run = future.result()
-            run["machine"] = record["machine"]
-            record["runs"].append(run)
-            record["duration_s"] = time.perf_counter() - start
-            write_outputs(record, args.output_dir)
-            print(
-                f"{run['estimator']:9s} k={run['every']:<3d} "
-                f"seed={run['seed']}: {run['relative_l2']:.3e} in "
-                f"{run['wall_time_s']:.0f} s",
-                flush=True,
-            )
-    print(markdown(record))
+    started = time.perf_counter()
+    part = harness.provenance(
+        SCRIPT, argv, args.machine_label, workers=args.workers, threads=1
+    )
+    record = {"script": SCRIPT, "parts": [part], "runs": []}
+    jobs = [
+        dict(
+            estimator=estimator,
+            every=every,
+            seed=seed,
+            steps=args.steps,
+            error_every=args.error_every,
+            track_every=args.track_every,
+            quick=args.quick,
+        )
+        for every in args.every  # the slowest (k = 1, predictor) first
+        for estimator in reversed(args.estimators)
+        for seed in args.seeds
+    ]
+
+    def keep(job, run):
+        if "worker_error" in run:
+            raise RuntimeError(f"{job}: {run['worker_error']}")
+        record["runs"].append(dict(run, part=0))
+        write_outputs(record, args.output_dir, figure=False)
+        print(
+            f"{run['estimator']:9s} k={run['every']:<3d} seed={run['seed']}: "
+            f"{run['relative_l2']:.3e} in {run['wall_time_s']:.0f} s",
+            flush=True,
+        )
+
+    harness.map_jobs(run_job, jobs, args.workers, keep)
+    harness.finish(part, started)
+    write_outputs(record, args.output_dir)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

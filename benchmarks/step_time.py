@@ -8,51 +8,41 @@ work) relative to an unweighted step, in interleaved rounds of fresh
 single-threaded worker processes, and checks the time targets: a sample
 (k = 1) at most 0.15x above its reference row, and with a sample every
 k = 10 steps an amortised step at most 1.15x (predictor) and 1.10x
-(parameter-space) an unweighted one. ``docs/benchmark-method.md`` describes the method;
-``overhead.py`` runs this study with the memory and accuracy studies.
+(parameter-space) an unweighted one. ``docs/benchmark-method.md``
+describes the method; ``overhead.py`` runs this study with the memory and
+accuracy studies.
 
 :Example:
     Smoke run::
 
         python benchmarks/step_time.py --quick
 
-    Full run (prints the report; ``--output`` writes it)::
+    Full run (writes the page and its results, ``docs/step-time.json``)::
 
-        python benchmarks/step_time.py --output /tmp/step_time.md
+        python benchmarks/step_time.py --output docs/step-time.md
+
+    The page again from the committed results::
+
+        python benchmarks/step_time.py --from-json docs/step-time.json \
+            --output docs/step-time.md
 """
 
 import gc
 import statistics
 
-import harness
 import configurations
+import harness
 
 #: The settings this study takes as flags.
-SETTINGS = (
-    "steps",
-    "warmup",
-    "rounds",
-    "threads",
-    "widths",
-    "depth",
-    "points",
-    "period",
-    "exact_steps",
-    "seed",
-)
+SETTINGS = ("steps", "warmup", "rounds", "threads", "widths", "depth")
+SETTINGS += ("points", "period", "exact_steps", "seed")
 #: The worker job of one timing round for one network.
 JOB = "step_time:run_timing"
 #: Configurations that are timed step by step (median over steps).
-PER_STEP_KEYS = (
-    "predictor_forward",
-    "predictor_central",
-    "predictor_plain",
-    "parameter",
-    "predictor_same_step",
-    "parameter_same_step",
-    "pina_ntk",
-    "reference_evaluation",
-    "reference_predictor",
+PER_STEP_KEYS = tuple(
+    key
+    for key in configurations.CONFIG_KEYS[3:]  # after unweighted and exact
+    if key not in configurations.SAMPLE_PERIODS
 )
 #: Whole periods a periodic row measures at the least (their median
 #: resists a stray slow step).
@@ -74,8 +64,6 @@ TIME_REFERENCES = {
 #: Amortised targets: the largest allowed ratio to an unweighted step with
 #: a sample every 10 steps.
 AMORTISED_TARGETS = {"predictor_every_10": 1.15, "parameter_every_10": 1.10}
-#: Column titles of the time columns.
-HEADER = ["ms / step", "× unweighted", "range over rounds"]
 
 
 # ---------------------------------------------------------------- worker side
@@ -249,61 +237,50 @@ def summarise_timing(rounds, settings):
     return summary
 
 
-def cells(summary, key):
-    """
-    The time cells of a table row.
-
-    :param dict summary: :func:`summarise_timing` of the row's network.
-    :param str key: The configuration.
-    :return: ms per step, ratio, range over rounds.
-    :rtype: list[str]
-    """
-    row = summary[key]
-    return [
-        harness.fmt(1e3 * row["seconds"], 1),
-        harness.fmt(row["ratio"]),
-        f"{harness.fmt(row['low'])}–{harness.fmt(row['high'])}",
-    ]
-
-
 def target_checks(width, summary, settings):
     """
-    The time targets of one network, checked on the ratios rounded to the
-    three decimals the report shows.
+    The time targets of one network, on the ratios rounded to the three
+    decimals the page shows.
 
     :param int width: The network width.
     :param dict summary: :func:`summarise_timing` of that network.
     :param dict settings: The resolved settings (for the labels).
-    :return: ``[(width, description, measured, limit, passed,
-        reference)]``, ``reference`` the ratio of the target's reference
-        row.
-    :rtype: list[tuple]
+    :return: The checks (see :func:`configurations.render`).
+    :rtype: list[dict]
     """
     checks = []
     for key, reference_key in TIME_REFERENCES.items():
         value = round(summary[key]["ratio"], 3)
         reference = round(summary[reference_key]["ratio"], 3)
-        limit = round(reference + SAMPLE_MARGIN, 3)
         label = (
             f"time, {configurations.config_label(key, settings)} "
             f"(reference + {SAMPLE_MARGIN})"
         )
-        checks.append((width, label, value, limit, value <= limit, reference))
+        checks.append(
+            dict(
+                width=width,
+                label=label,
+                measured=value,
+                limit=round(reference + SAMPLE_MARGIN, 3),
+                reference=reference,
+            )
+        )
     for key, limit in AMORTISED_TARGETS.items():
-        value = round(summary[key]["ratio"], 3)
         label = f"time, {configurations.config_label(key, settings)}"
-        checks.append((width, label, value, limit, value <= limit, None))
+        value = round(summary[key]["ratio"], 3)
+        checks.append(
+            dict(width=width, label=label, measured=value, limit=limit)
+        )
     return checks
 
 
 def settings_line(settings):
-    """
-    The report's line on this study's settings.
-
-    :param dict settings: The resolved settings.
-    :return: The line (markdown, no bullet).
-    :rtype: str
-    """
+    """The page's line on this study's settings."""
+    windows = ", ".join(
+        f"{period_window(settings, key)} steps for "
+        f"{'exact' if key == 'exact_every_period' else key}"
+        for key in PERIODIC_KEYS
+    )
     return (
         f"Time per step: {settings['rounds']} interleaved round(s); per-step "
         f"rows: median over {settings['steps']} steps after "
@@ -311,107 +288,55 @@ def settings_line(settings):
         f"{settings['exact_steps']} step(s) after one warm-up step; exact "
         f"every {settings['period']} steps and sketches every k > 1 steps: "
         "median over the periods of a window of whole periods of each "
-        "period's mean step ("
-        + ", ".join(
-            f"{period_window(settings, key)} steps for "
-            f"{'exact' if key == 'exact_every_period' else key}"
-            for key in PERIODIC_KEYS
-        )
-        + ")"
+        f"period's mean step ({windows})"
     )
 
 
-def measure(settings, workdir, log):
+def summarise(results, settings):
     """
-    Every timing round, one fresh worker per round and network.
+    The page's numbers: per network and configuration the median ms per
+    step, the median ratio and its range over rounds; the targets.
 
+    :param dict results: From :func:`measure` (``timing``).
     :param dict settings: The resolved settings.
-    :param str workdir: A directory for the workers' result files.
-    :param log: ``log(message)`` reports progress.
-    :return: ``{"timing": {width: [round results]}, "parameters": {width:
-        count}, "threads": int}``.
+    :return: ``line``, ``parameters``, ``rows`` and ``targets`` (see
+        :func:`configurations.render`).
     :rtype: dict
     """
-    timing = {w: [] for w in settings["widths"]}
-    parameters, envelope = {}, None
-    for round_index in range(settings["rounds"]):
-        for width in settings["widths"]:
-            task = dict(settings, jobs=[JOB], width=width, round=round_index)
-            envelope = harness.run_worker(task, workdir)
-            timing[width].append(envelope["results"][JOB])
-            parameters[width] = envelope["results"][JOB]["parameters"]
-            log(
-                f"round {round_index + 1}/{settings['rounds']}, width "
-                f"{width}: timing done"
-            )
-    return {
-        "timing": timing,
-        "parameters": parameters,
-        "threads": envelope["threads"],
-    }
-
-
-def render(results, settings, run):
-    """
-    The study's report.
-
-    :param dict results: From :func:`measure`.
-    :param dict settings: The resolved settings.
-    :param dict run: See :func:`harness.report_header`.
-    :return: The markdown document.
-    :rtype: str
-    """
-    summaries = {
-        w: summarise_timing(results["timing"][w], settings)
-        for w in settings["widths"]
-    }
-    checks = []
+    rows, targets, parameters = [], [], {}
     for width in settings["widths"]:
-        checks += target_checks(width, summaries[width], settings)
-    link = harness.method_link(run["output"], "time-per-step")
-    lines = harness.report_header(
-        "Benchmark: time per training step of NTK loss weights in PINA",
-        run,
-        settings,
-        [configurations.problem_line(settings), settings_line(settings)],
-    )
-    lines += [
-        "",
-        "## Time per step",
-        "",
-        "Median over rounds of the per-round ratio to the same round's "
-        f"unweighted runs, and its range; [method]({link}).",
-        "",
-        *configurations.weighting_table(
-            settings,
-            results["parameters"],
-            [(HEADER, lambda w, key: cells(summaries[w], key))],
-        ),
-        "",
-        "## Targets",
-        "",
-        *configurations.target_table(settings, checks),
-        "",
-    ]
-    return "\n".join(lines)
+        rounds = results["timing"][width]
+        parameters[str(width)] = rounds[-1]["parameters"]
+        summary = summarise_timing(rounds, settings)
+        for key in configurations.CONFIG_KEYS:
+            row = summary[key]
+            rows.append(
+                dict(
+                    width=width,
+                    key=key,
+                    label=configurations.config_label(key, settings),
+                    time=[
+                        1e3 * row["seconds"],
+                        row["ratio"],
+                        row["low"],
+                        row["high"],
+                    ],
+                )
+            )
+        targets += target_checks(width, summary, settings)
+    line = settings_line(settings)
+    return dict(line=line, parameters=parameters, rows=rows, targets=targets)
 
 
 def main(argv=None):
     """
-    Run the study and print (and with ``--output`` write) the report.
+    Run the study (or render ``--from-json``) and write its page.
 
     :param list argv: Command-line arguments (default ``sys.argv[1:]``).
     :return: The process exit code.
     :rtype: int
     """
-    return harness.study_main(
-        argv,
-        "step_time.py",
-        __doc__.split("\n\n")[0],
-        SETTINGS,
-        measure,
-        render,
-    )
+    return configurations.study_main(argv, "step_time.py", SETTINGS, ("time",))
 
 
 if __name__ == "__main__":

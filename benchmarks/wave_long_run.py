@@ -15,6 +15,7 @@ that take it the weighted run's wall time.
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -86,7 +87,8 @@ def main(argv=None):
         "weighting": args.weighting,
         "settings": settings.as_dict(),
         "started": started,
-        "machine": harness.machine_name(),
+        "machine": harness.cpu_model(),
+        "cpus": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "wall_time_s": run.wall_time,
         "final_relative_l2": run.error_history["errors"][-1],

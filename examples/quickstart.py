@@ -1,6 +1,6 @@
 """Train a PINN on PINA's wave problem with sketched NTK weights.
 
-Run: ``python examples/quickstart.py`` (well under a minute on 2 cores).
+Run: ``python examples/quickstart.py``.
 Prints the sketched weights next to exact weights at the final parameters.
 """
 

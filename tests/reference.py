@@ -59,3 +59,24 @@ def kernel(blocks):
 def block_traces(blocks):
     """``{condition: Tr(K_cc)}`` from the Jacobian rows."""
     return {name: float((rows**2).sum()) for name, rows in blocks.items()}
+
+
+def hutchinson_variances(K, slices, probe, scales=None):
+    """Exact variance of ``g_c^T (K g)_c`` for each block; with ``scales``
+    (``{name: s_c}``) of ``v_c^T (K v)_c / s_c^2``, ``v = S g``."""
+    diag = np.ones(K.shape[0])
+    for name, sl in slices.items():
+        diag[sl] = 1.0 if scales is None else scales[name]
+    out = {}
+    for name, sl in slices.items():
+        proj = np.zeros_like(K)
+        proj[sl, :] = (diag[:, None] * K * diag[None, :])[sl, :] / diag[sl][
+            0
+        ] ** 2
+        sym = 0.5 * (proj + proj.T)
+        frob = float((sym**2).sum())
+        if probe == "gaussian":
+            out[name] = 2.0 * frob
+        else:
+            out[name] = 2.0 * (frob - float((np.diag(sym) ** 2).sum()))
+    return out

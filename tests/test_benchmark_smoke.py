@@ -5,9 +5,11 @@ own (``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py``) run end
 to end and write every row with finite, positive measurements;
 ``probe_variance.py --quick`` runs in-process; ``weightings.py --quick``
 reports every problem and weighting of its run, each with a finite error or
-its failure. They do not check the timing
-or memory targets: those depend on the machine and belong to the benchmark
-itself. (``convergence_test.py`` and ``quadratic_predictor.py`` are run by
+its failure; ``spaced_samples.py`` and ``wave_long_run.py`` run tiny
+studies. Every page is re-rendered from the results file its run wrote.
+They do not check the timing or memory targets: those depend on the machine
+and belong to the benchmark itself. (The paper's Section 5.1 and 5.2.1
+experiments, in ``pina_ntk.paper.experiments``, are run by
 ``test_reproduction.py``.)
 """
 
@@ -22,6 +24,10 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
+sys.path.insert(0, BENCHMARKS)
+
+import harness  # noqa: E402
+
 METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
 #: Row labels of the time-and-memory table, per network.
 WEIGHTING_LABELS = (
@@ -86,15 +92,24 @@ def benchmark_process(script, *arguments, timeout=300):
 
 
 def run_script(name, tmp_path_factory, *flags):
-    """Run ``benchmarks/<name>`` with ``--quick``; return its report."""
-    output = tmp_path_factory.mktemp("bench") / "report.md"
+    """Run ``benchmarks/<name>`` with ``--quick``; return its page. The
+    results file it wrote renders the same page with ``--from-json``."""
+    folder = tmp_path_factory.mktemp("bench")
+    output = folder / "report.md"
     completed = benchmark_process(
-        name, "--quick", *flags, "--output", output, timeout=180
+        name, "--quick", *flags, "--output", output, timeout=600
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     document = output.read_text(encoding="utf-8")
-    # the report printed to stdout is the file's content
-    assert document.strip() in completed.stdout
+    block = harness.page_block(str(output), name)
+    # the block printed to stdout is the page's
+    assert block and block.strip() in completed.stdout
+    again = folder / "again.md"
+    rendered = benchmark_process(
+        name, "--from-json", folder / "report.json", "--output", again
+    )
+    assert rendered.returncode == 0, rendered.stderr[-3000:]
+    assert again.read_text(encoding="utf-8") == document
     return document
 
 
@@ -181,6 +196,7 @@ def test_report_states_command_machine_and_method(quick_report):
     assert "python benchmarks/overhead.py --quick --output" in quick_report
     assert re.search(r"\d+ logical CPUs", quick_report)
     assert re.search(r"torch 2\.\d+", quick_report)
+    assert "- Load: " in quick_report and "/tmp/" not in quick_report
     assert "profile_memory=True" in quick_report or "cuda" in quick_report
 
 
@@ -275,117 +291,84 @@ def test_probe_variance_quick(capsys):
 
 def test_weightings_quick(tmp_path):
     """``weightings.py --quick``: every problem and weighting of the quick
-    run in the JSON and the report, each run with a finite error or a
-    reported failure, one figure per problem and the smoothing study's
-    computed verdicts; then ``--combine`` of two tiny runs with their own
-    problems and machine labels (and its refusal of a run given twice)."""
+    run in the JSON and the page, each run with a finite error or a
+    reported failure, one figure per problem; then ``--combine`` of two
+    tiny runs with their own problems and machine labels (and its refusal
+    of a run given twice), and ``--readme`` into a README's marked block."""
+    import weightings
 
-    def weightings(*arguments):
-        return benchmark_process("weightings.py", *arguments, timeout=180)
+    def run(*arguments):
+        return benchmark_process("weightings.py", *arguments, timeout=600)
 
-    completed = weightings(
-        "--quick", "--workers", "1", "--output-dir", tmp_path
-    )
+    completed = run("--quick", "--workers", "1", "--output-dir", tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    with open(tmp_path / "weightings.json", encoding="utf-8") as handle:
-        data = json.load(handle)
-    report = (tmp_path / "weightings.md").read_text(encoding="utf-8")
-    meta = data["meta"]
-    problems, weightings_run = meta["problems"], meta["weightings"]
+    data = harness.read_json(tmp_path / "weightings.json")
+    page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
+    assert harness.page_block(str(tmp_path / "weightings.md"), "weightings.py")
+    assert weightings.render(data) in page
+    problems, weightings_run = data["problems"], data["weightings"]
     assert len(problems) >= 2 and "wave" in problems
-    assert set(weightings_run) == {
-        "none",
-        "pina_ntk",
-        "pina_self_adaptive",
-        "exact",
-        "sketch_parameter",
-        "sketch_predictor",
-        "exact_500",
-        "exact_500_smoothed",
-    }
-    # the quick problems are all in SMOOTHING_PROBLEMS: every weighting
+    assert set(weightings_run) == set(weightings.WEIGHTINGS)
+    # the quick problems are all smoothing problems: every weighting
     runs = {(r["problem"], r["weighting"]): r for r in data["runs"]}
     assert set(runs) == {(p, w) for p in problems for w in weightings_run}
-    assert len(data["runs"]) == meta["planned_runs"]
-    for run in runs.values():
-        errors = run["history"]["errors"]
-        if run["status"] == "ok":
-            assert run["failure"] is None
-            assert errors and all(math.isfinite(e) for e in errors), run
-            assert run["ms_per_step"] > 0
-        else:
-            # a failure is reported with its message, in the report too
-            assert run["failure"] and run["failure"] in report
-        if "SketchNTK" in str(run["weighting_options"].get("class")):
-            assert run["weighting_options"]["sample_every_n_steps"] >= 1
-        assert run["machine_label"] == meta["machine_label"]
-    # wave trains with the tutorial's Fourier embedding (on the quick run's
-    # tiny MLP), the zoo problems without; the report says so per problem
+    assert len(data["runs"]) == data["planned_runs"]
+    for run_record in runs.values():
+        errors = run_record["history"]["errors"]
+        if run_record["status"] == "ok":
+            assert run_record["failure"] is None
+            assert errors and all(math.isfinite(e) for e in errors)
+            assert run_record["ms_per_step"] > 0
+        else:  # a failure is reported with its message
+            assert run_record["failure"] and run_record["failure"] in page
+    # wave trains with the tutorial's Fourier embedding, the zoo problems
+    # without; the page says so per problem
     from pina_ntk.paper.experiments.wave import WaveSettings
 
-    for (problem, _), run in runs.items():
+    for (problem, _), run_record in runs.items():
         expected = WaveSettings().fourier_features if problem == "wave" else 0
-        assert run["fourier_features"] == expected, problem
-        section = report[report.index(f"## {problem}") :]
+        assert run_record["fourier_features"] == expected, problem
+        section = page[page.index(f"## {problem}") :]
         section = section[: section.index("| weighting")]
         assert ("Network of this problem" in section) == (problem == "wave")
     # the summary: a column per problem, the median final error of each
-    # weighting, the lowest in bold
-    summary = report[report.index("## Summary") : report.index("## Set-up")]
+    # weighting (one seed: its error), the lowest in bold
+    summary = page[page.index("## Summary") : page.index("## Weightings as")]
     rows = table_rows(summary, "| weighting")
     assert len(rows) == len(weightings_run)
     for column, problem in enumerate(problems, 1):
-        medians = {}
-        for (p, w), run in runs.items():
-            if p == problem and run["status"] == "ok":
-                medians[w] = run["final_error"]  # one seed: the median
+        medians = {
+            w: r["final_error"]
+            for (p, w), r in runs.items()
+            if p == problem and r["status"] == "ok"
+        }
         shown = [row[column].strip("*") for row in rows]
         assert float(shown[0]) == pytest.approx(medians["none"], rel=0.06)
         best = [row[column] for row in rows if row[column].startswith("**")]
-        assert best and float(best[0].strip("*")) == pytest.approx(
+        assert float(best[0].strip("*")) == pytest.approx(
             min(medians.values()), rel=0.06
         )
-    # the spacing of exact_500 scales with update_every (5 x 5 in --quick)
+    # the smoothing study's spacing scales with update_every (5 x 5)
     smoothed = runs[("wave", "exact_500_smoothed")]["weighting_options"]
-    assert (
-        smoothed["update_every_n_steps"] == 5 * meta["settings"]["update_every"]
-    )
+    assert smoothed["update_every_n_steps"] == 25
     assert smoothed["alpha"] == pytest.approx(1e-3)
-    assert "`NTKWeighting(update_every_n_steps=25, alpha=0.001)`" in report
-    assert "python benchmarks/weightings.py --quick" in report
-    assert re.search(r"\d+ logical CPUs", report)
+    assert "`NTKWeighting(update_every_n_steps=25, alpha=0.001)`" in page
+    assert "python benchmarks/weightings.py --quick" in page
+    assert re.search(r"\d+ logical CPUs", page)
     for problem in problems:
-        assert f"## {problem}" in report
-        assert (
-            tmp_path / "figures" / "weightings" / f"{problem}.png"
-        ).is_file()
-        rows = table_rows(
-            report[report.index(f"## {problem}") :], "| weighting"
-        )
-        assert len(rows) == len(weightings_run)
-        for row in rows:
-            final, at_budget = row[1], row[2]
-            for cell in (final, at_budget):
-                assert "failed" in cell or math.isfinite(
-                    float(cell.split(" ")[0])
-                ), row
-    smoothing = report[report.index("## Smoothing exact weights") :]
-    for problem in problems:
-        assert re.search(
-            rf"- \*\*{problem}\*\*: (smoothing (lowered|did not lower|left)"
-            r"|not compared)",
-            smoothing,
-        )
+        figure = tmp_path / "figures" / "weightings" / f"{problem}.png"
+        assert figure.is_file()
+    assert "## Smoothing exact weights" in page
 
     # two runs "on two machines", then combined
     parts = {
         "machine A": ("poisson", "none", "exact_500"),
         "machine B": ("wave", "exact_500", "exact_500_smoothed"),
     }
-    folders = []
+    files = []
     for index, (machine, (problem, *chosen)) in enumerate(parts.items()):
-        folders.append(tmp_path / f"part-{index}")
-        completed = weightings(
+        folder = tmp_path / f"part-{index}"
+        completed = run(
             "--quick",
             "--problems",
             problem,
@@ -396,47 +379,56 @@ def test_weightings_quick(tmp_path):
             "--workers",
             "1",
             "--output-dir",
-            folders[-1],
+            folder,
         )
         assert completed.returncode == 0, completed.stderr[-3000:]
+        files.append(folder / "weightings.json")
     combined = tmp_path / "combined"
-    completed = weightings("--combine", *folders, "--output-dir", combined)
+    completed = run("--combine", *files, "--output-dir", combined)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "warning" not in completed.stderr
-    with open(combined / "weightings.json", encoding="utf-8") as handle:
-        data = json.load(handle)
-    report = (combined / "weightings.md").read_text(encoding="utf-8")
-    meta = data["meta"]
-    assert [p["machine_label"] for p in meta["parts"]] == list(parts)
-    assert meta["problems"] == ["poisson", "wave"]
+    data = harness.read_json(combined / "weightings.json")
+    page = (combined / "weightings.md").read_text(encoding="utf-8")
+    assert [p["machine_label"] for p in data["parts"]] == list(parts)
+    assert data["problems"] == ["poisson", "wave"]
     assert {
-        (r["problem"], r["weighting"], r["machine_label"]) for r in data["runs"]
+        (
+            r["problem"],
+            r["weighting"],
+            data["parts"][r["part"]]["machine_label"],
+        )
+        for r in data["runs"]
     } == {
         ("poisson", "none", "machine A"),
         ("poisson", "exact_500", "machine A"),
         ("wave", "exact_500", "machine B"),
         ("wave", "exact_500_smoothed", "machine B"),
     }
-    for part in meta["parts"]:
-        assert f"`{part['command']}`" in report
+    for part in data["parts"]:
+        assert f"`{part['command']}`" in page
     for problem, machine in (("poisson", "machine A"), ("wave", "machine B")):
-        section = report[report.index(f"## {problem}") :]
-        assert f"Ran on {machine}, 1 worker" in section.split("\n## ")[0]
-        assert (
-            combined / "figures" / "weightings" / f"{problem}.png"
-        ).is_file()
-    assert "- **poisson**: not compared" in report
-    assert re.search(r"- \*\*wave\*\*: smoothing", report)
-    # --render-only rewrites the same report from the combined JSON
-    completed = weightings("--render-only", "--output-dir", combined)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert (combined / "weightings.md").read_text(encoding="utf-8") == report
+        section = page[page.index(f"## {problem}") :].split("\n## ")[0]
+        assert f"ran on {machine}." in section
     # a (problem, weighting, seed) run in two parts is refused
-    completed = weightings(
-        "--combine", folders[0], folders[0], "--output-dir", tmp_path / "x"
-    )
+    completed = run("--combine", files[0], files[0], "--output-dir", tmp_path)
     assert completed.returncode != 0
     assert "is in both" in completed.stderr
+    # README's compact table, between its markers
+    readme = tmp_path / "README.md"
+    begin, end = weightings.README_MARKERS
+    readme.write_text(f"# x\n\n{begin}\nold\n{end}\n", encoding="utf-8")
+    completed = run(
+        "--from-json",
+        combined / "weightings.json",
+        "--output-dir",
+        combined,
+        "--readme",
+        readme,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert harness.read_block(str(readme), begin, end) == (
+        weightings.readme_table(data)
+    )
+    assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 
 
 def run_benchmark(script, *arguments):
@@ -456,6 +448,8 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
         "parameter",
         "--workers",
         "2",
+        "--machine-label",
+        "this machine",
         "--output-dir",
         tmp_path / "study",
     )
@@ -484,9 +478,7 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
     run_benchmark(
         "spaced_samples.py",
         "--combine",
-        tmp_path / "study",
-        "--machine-labels",
-        "this machine",
+        tmp_path / "study" / "spaced-samples.json",
         "--long-runs",
         tmp_path / "long.json",
         "--output-dir",
@@ -498,16 +490,18 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
         ("parameter", 1),
         ("parameter", 10),
     }
+    assert record["parts"][0]["machine_label"] == "this machine"
     for run in record["runs"]:
         assert math.isfinite(run["relative_l2"]) and run["wall_time_s"] > 0
-        assert run["machine"] == "this machine"
         # seed 0 tracks the exact weights beside the sketched ones
         tracked = run["tracked"]
         assert tracked["steps"] and len(tracked["exact"]) == len(
             tracked["steps"]
         )
     assert "| parameter | 10 |" in page and "| parameter | 1 |" in page
+    assert "| this machine |" in page
     assert "sketch (parameter, k = 10) | 20 |" in page
+    assert "/tmp/" not in page
     assert (
         tmp_path / "page" / "figures" / "spaced-samples-weights.png"
     ).exists()

@@ -10,8 +10,8 @@ tool turns every ``tutorials/*/*.py`` into the ``.ipynb`` next to it:
     python tutorials/build_notebooks.py --check    # fail if out of sync
 
 Conversion is jupytext's; ``--execute`` runs the notebooks with nbclient and
-stores the outputs (the committed notebooks carry those of a full default
-run; ``PINA_NTK_QUICK=1`` selects the quick settings), with each cell's
+stores the outputs (the committed notebooks carry those of a full run of
+their code; ``PINA_NTK_QUICK=1`` selects the quick settings), with each cell's
 stream output coalesced as Jupyter displays it (a progress bar's updates
 become its last line). ``--check`` compares
 the cell sources of each notebook with its script, ignoring outputs. A

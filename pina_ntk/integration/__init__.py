@@ -1,18 +1,21 @@
 """The adapters of the NTK weights to PINA and Lightning.
 
+* :mod:`~pina_ntk.integration.contract`: what a weighting, its driver and
+  the training step need from each other, as ``typing.Protocol`` classes;
 * :mod:`~pina_ntk.integration.kernel_weighting`: the PINA weighting
-  interface and its contract with the callback;
+  interface;
   :mod:`~pina_ntk.integration.ntk_weighting` and
   :mod:`~pina_ntk.integration.sketch_ntk_weighting`: the two weightings;
-* :mod:`~pina_ntk.integration.kernel_statistics`: the statistics of a run
-  (warm start, buffers, probe scales, safeguard, distributed sums), one
-  state object;
+* :mod:`~pina_ntk.integration.kernel_statistics`: the weighting's driver,
+  the statistics of a run (warm start, buffers, probe scales, safeguard,
+  distributed sums), one state object;
+* :mod:`~pina_ntk.integration.reports`: its counters and one-time warnings;
 * :mod:`~pina_ntk.integration.callback`: the Lightning hooks that feed and
   checkpoint it;
 * :mod:`~pina_ntk.integration.recording`: a solver's residual blocks as a
   residual function;
-* :mod:`~pina_ntk.integration.pina_adapter`: the only reads of PINA's
-  private fields;
+* :mod:`~pina_ntk.integration.pina_adapter`: every touch of PINA's
+  internals (private fields, patched methods, data containers);
 * :mod:`~pina_ntk.integration.diagnostics`,
   :mod:`~pina_ntk.integration.diagnostics_callback`: kernel statistics
   outside training and exact diagnostics along it;

@@ -73,8 +73,12 @@ class NTKWeighting(KernelWeighting):
 
     @property
     def update_every_n_steps(self):
-        """:return: The argument of that name, inside the library
-        ``refresh_every_n_steps``. :rtype: int"""
+        """
+        The argument of that name (``refresh_every_n_steps`` inside the
+        library).
+
+        :rtype: int
+        """
         return self.refresh_every_n_steps
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):

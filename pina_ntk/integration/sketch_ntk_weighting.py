@@ -64,7 +64,7 @@ class SketchNTKWeighting(KernelWeighting):
         costs about one more residual evaluation (the predictor also one
         backward pass), so a step costs on average ``1 + (c - 1)/k`` plain
         steps for a sample of ``c``. Default ``10``, chosen on the wave
-        tutorial (see the README's *Spaced samples*).
+        tutorial (``docs/spaced-samples.md``).
     :param int warmup_samples: Samples ``N >= 1`` of the warm start.
         Default ``32``.
     :param step_size: ``dt`` (or ``eps``) ``> 0``, or ``"auto"`` for a
@@ -181,8 +181,12 @@ class SketchNTKWeighting(KernelWeighting):
 
     @property
     def sample_every_n_steps(self):
-        """:return: The argument of that name, inside the library
-        ``refresh_every_n_steps``. :rtype: int"""
+        """
+        The argument of that name (``refresh_every_n_steps`` inside the
+        library).
+
+        :rtype: int
+        """
         return self.refresh_every_n_steps
 
     @property

@@ -27,16 +27,16 @@ import inspect
 import sys
 from dataclasses import fields, replace
 
+from ..core.checks import check_int, check_positive, check_rate
 from ..core.estimators import ESTIMATORS
+from .experiments.qtensor import QTensorSettings
+from .experiments.settings import SAFEGUARDS, WEIGHTINGS
+from .experiments.wave import WaveSettings
 
 #: Default torch CPU threads of the command. The experiments' networks are
-#: small: on a 2-core machine one thread ran the wave quick run in 1.3-2.9 s
-#: while two took 18-51 s with other processes busy (README, "Threads").
+#: small, and torch's default of one thread per core slows down sharply
+#: when other processes share the cores (docs/guide.md, "Threads").
 DEFAULT_THREADS = 1
-from .experiments.settings import SAFEGUARDS, WEIGHTINGS
-from .experiments.qtensor import QTensorSettings
-from .experiments.wave import WaveSettings
-from ..core.checks import check_int, check_positive, check_rate
 
 
 def _argument_type(convert, check, *args):
@@ -171,9 +171,8 @@ def _add_common(parser):
         "--threads",
         type=_positive_int,
         default=DEFAULT_THREADS,
-        help="torch CPU threads (default: %(default)s; one thread is the "
-        "fastest for these small networks on a shared machine, see the "
-        "README)",
+        help="torch CPU threads (default: %(default)s; these networks are "
+        "small, and more threads slow down on a shared machine)",
     )
     parser.add_argument(
         "--accelerator",
@@ -221,7 +220,8 @@ def build_parser():
     """
     parser = argparse.ArgumentParser(
         prog="pina-ntk",
-        description="Run the NTK-weighted PINN experiments of Hirsch & Pichi.",
+        description="Run the NTK-weighted PINN experiments of Hirsch & Pichi "
+        "(arXiv:2511.15530).",
     )
     sub = parser.add_subparsers(dest="experiment", required=True)
     wave = sub.add_parser(

@@ -15,9 +15,9 @@ from pathlib import Path
 import lightning
 import torch
 
-sys.path.insert(0, str(Path(__file__).parents[1]))  # conftest
+sys.path.insert(0, str(Path(__file__).parents[1]))  # helpers
 
-from conftest import make_solver  # noqa: E402
+from helpers import make_solver  # noqa: E402
 from pina import Trainer  # noqa: E402
 
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting  # noqa: E402

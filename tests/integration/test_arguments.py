@@ -1,7 +1,8 @@
-"""Bad constructor and function arguments raise errors naming the argument."""
+"""Bad constructor and function arguments raise errors naming the argument.
+
+The core's own argument checks are with their units in ``tests/core``."""
 
 import pytest
-import torch
 
 from pina_ntk import (
     NTKCallback,
@@ -10,8 +11,6 @@ from pina_ntk import (
     SpacedUpdateSafeguard,
     ntk_traces,
 )
-from pina_ntk.core.estimators import sample_probe
-from pina_ntk.core.moving_average import MovingAverage, rate_per_sample
 
 from pina import Condition
 from pina.domain import CartesianDomain
@@ -19,7 +18,7 @@ from pina.equation import FixedValue
 from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
-from conftest import make_solver, make_trainer, mlp
+from helpers import make_solver, make_trainer, mlp
 
 
 @pytest.mark.parametrize(
@@ -87,25 +86,6 @@ def test_safeguard_forms_accepted():
 def test_callback_log_interval(value):
     with pytest.raises(ValueError, match="log_every_n_steps"):
         NTKCallback(log_every_n_steps=value)
-
-
-@pytest.mark.parametrize(
-    "alpha,every,argument",
-    [(0.0, 2, "alpha"), (0.1, 0, "every"), (0.1, 1.5, "every")],
-)
-def test_rate_per_sample_arguments(alpha, every, argument):
-    with pytest.raises(ValueError, match=argument):
-        rate_per_sample(alpha, every)
-
-
-def test_moving_average_alpha():
-    with pytest.raises(ValueError, match="alpha"):
-        MovingAverage(alpha=0.0)
-
-
-def test_probe_kind():
-    with pytest.raises(ValueError, match="probe"):
-        sample_probe([torch.zeros(2)], kind="sobol")
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
-from conftest import (
+from helpers import (
     WeightHistory,
     make_solver,
     make_trainer,

@@ -8,7 +8,7 @@ from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.integration.pina_adapter import trainable_parameters
 from pina_ntk.integration.recording import replay_residual_fn
 
-from conftest import make_solver, make_trainer, ntk_callback
+from helpers import make_solver, make_trainer, ntk_callback
 
 WEIGHTINGS = {
     "exact": lambda: NTKWeighting(safeguard=None),

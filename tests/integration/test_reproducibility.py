@@ -14,7 +14,7 @@ from pina.problem.zoo import BurgersProblem
 
 from pina_ntk import SketchNTKWeighting
 
-from conftest import WeightHistory, make_solver, make_trainer
+from helpers import WeightHistory, make_solver, make_trainer
 
 SCRIPT = (
     Path(__file__).resolve().parents[2] / "benchmarks" / "reproducibility.py"

@@ -15,7 +15,14 @@ from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
 
-from conftest import WeightHistory, make_solver, make_trainer, mlp, ntk_callback
+from helpers import (
+    WeightHistory,
+    float32_exact,
+    make_solver,
+    make_trainer,
+    mlp,
+    ntk_callback,
+)
 from reference import block_traces, jacobian_blocks
 
 SKETCHES = {
@@ -272,25 +279,24 @@ def test_inverse_problem_unknowns_stay_out_of_the_kernel():
 @pytest.mark.parametrize(
     "name", ["exact", "predictor", "parameter", "predictor-central"]
 )
-def test_float64_end_to_end(name):
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        weighting = {
-            "exact": lambda: NTKWeighting(),
-            "predictor-central": lambda: SketchNTKWeighting(
-                sample_every_n_steps=1, warmup_samples=2, difference="central"
-            ),
-            **SKETCHES,
-        }[name]()
-        solver = make_solver("wave", weighting=weighting)
-        trainer = make_trainer(solver, steps=3)
-        trainer.train()
-        callback = ntk_callback(trainer)
-        assert callback.statistics.weight_tensor.dtype == torch.float64
-        assert callback.statistics.trace_buffer.dtype == torch.float64
-        saved = solver.weighting.last_saved_weights()
-        assert all(w.dtype == torch.float64 for w in saved.values())
-        assert next(solver.parameters()).dtype == torch.float64
-    finally:
-        torch.set_default_dtype(previous)
+def test_float64_end_to_end(float64, name):
+    weighting = {
+        "exact": lambda: NTKWeighting(),
+        "predictor-central": lambda: SketchNTKWeighting(
+            sample_every_n_steps=1, warmup_samples=2, difference="central"
+        ),
+        **SKETCHES,
+    }[name]()
+    solver = make_solver("wave", weighting=weighting)
+    trainer = make_trainer(solver, steps=3)
+    trainer.train()
+    callback = ntk_callback(trainer)
+    assert callback.statistics.weight_tensor.dtype == torch.float64
+    assert callback.statistics.trace_buffer.dtype == torch.float64
+    saved = solver.weighting.last_saved_weights()
+    assert all(w.dtype == torch.float64 for w in saved.values())
+    # computed in float64, not in float32 and stored as float64: none of
+    # the traces and weights (three conditions) is a float32 value
+    values = [*callback.traces.values(), *callback.weights.values()]
+    assert len(values) == 6
+    assert not any(float32_exact(v) for v in values), values

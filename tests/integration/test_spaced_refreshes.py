@@ -8,7 +8,13 @@ import torch
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 from pina_ntk.core.moving_average import rate_per_sample
 
-from conftest import WeightHistory, make_solver, make_trainer, ntk_callback
+from helpers import (
+    WeightHistory,
+    float32_exact,
+    make_solver,
+    make_trainer,
+    ntk_callback,
+)
 
 
 class SpySketch(SketchNTKWeighting):
@@ -111,16 +117,37 @@ def test_alpha_is_a_rate_per_optimisation_step(every):
     assert len(samples) == 2 + math.ceil(11 / every)
 
 
+class SpyExact(NTKWeighting):
+    """Records the step and the mean diagonals ``Tr(K_cc) / n_c`` of every
+    exact update."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.samples = []
+
+    def prepare_sample(self, params, residuals, generator, scales=None):
+        prepared = super().prepare_sample(params, residuals, generator, scales)
+        traces = prepared["traces"]
+        sizes = torch.tensor([r.numel() for r in residuals], dtype=traces.dtype)
+        self.samples.append((self.driver.step, traces / sizes))
+        return prepared
+
+
 def test_spaced_exact_updates_average_with_the_rate_of_their_spacing():
-    # with frozen parameters every exact update returns the same traces:
-    # the average of identical samples is that sample, whatever the rate
-    weighting = NTKWeighting(update_every_n_steps=2, alpha=0.3)
+    weighting = SpyExact(update_every_n_steps=2, alpha=0.3)
     _, trainer = train(weighting, steps=5)
     statistics = ntk_callback(trainer).statistics
-    assert statistics.state_dict()["diag"]["alpha"] == pytest.approx(
-        rate_per_sample(0.3, 2)
-    )
+    rate = rate_per_sample(0.3, 2)
+    assert statistics.state_dict()["diag"]["alpha"] == pytest.approx(rate)
     assert statistics.refreshes == 3
+    # updates at steps 0, 2 and 4; the buffer is the first update followed
+    # by one fold-in per later update, at the rate of a 2-step spacing
+    assert [step for step, _ in weighting.samples] == [0, 2, 4]
+    buffer = weighting.samples[0][1]
+    for _, sample in weighting.samples[1:]:
+        buffer = (1 - rate) * buffer + rate * sample
+    assert not torch.allclose(buffer, weighting.samples[-1][1], rtol=1e-3)
+    assert torch.allclose(statistics.trace_buffer, buffer, rtol=1e-6)
 
 
 def test_smoothed_exact_weights_move_less_than_plain_ones():
@@ -135,19 +162,16 @@ def test_smoothed_exact_weights_move_less_than_plain_ones():
         assert change(smooth, name) < change(plain, name)
 
 
-def test_float64_training_with_spaced_samples():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        weighting = SketchNTKWeighting(
-            alpha=0.3, warmup_samples=3, sample_every_n_steps=2, seed=0
-        )
-        weights, trainer = train(weighting, steps=5)
-    finally:
-        torch.set_default_dtype(previous)
+def test_float64_training_with_spaced_samples(float64):
+    weighting = SketchNTKWeighting(
+        alpha=0.3, warmup_samples=3, sample_every_n_steps=2, seed=0
+    )
+    weights, trainer = train(weighting, steps=5)
     statistics = ntk_callback(trainer).statistics
     assert statistics.trace_buffer.dtype == torch.float64
     assert statistics.weight_tensor.dtype == torch.float64
     assert all(
         math.isfinite(w) and w > 0 for step in weights for w in step.values()
     )
+    # float64 values, not float32 ones cast up
+    assert not any(float32_exact(w) for w in weights[-1].values())

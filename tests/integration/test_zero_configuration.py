@@ -1,16 +1,16 @@
 """The weighting is the whole set-up: its NTKCallback comes by itself,
-through Lightning's configure_callbacks, unless one is passed."""
+through Lightning's configure_callbacks, unless one is passed. (Resuming
+with it: ``test_checkpoint.py``; a weighting shared by two solvers:
+``test_setup_checks.py``.)"""
 
 import csv
 
 import pytest
-import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
 
-from conftest import WeightHistory, make_solver, make_trainer
+from helpers import make_solver, make_trainer
 
 WEIGHTINGS = {
     "exact": lambda: NTKWeighting(update_every_n_steps=2),
@@ -53,41 +53,15 @@ def test_an_explicit_callback_is_used_instead_never_twice():
     assert solver.weighting.driver is explicit
 
 
-def run(weighting, steps, tmp_path=None, ckpt_path=None, save=False):
-    solver = make_solver("wave", weighting=weighting, seed=3)
-    history = WeightHistory()
-    callbacks = [history]
-    kwargs = {}
-    if save:
-        callbacks.append(
-            ModelCheckpoint(dirpath=tmp_path, save_last=True, every_n_epochs=1)
-        )
-        kwargs["enable_checkpointing"] = True
-    trainer = make_trainer(
-        solver, steps=steps, callbacks=callbacks, ntk=False, **kwargs
+def test_a_solver_that_never_offers_the_callback_says_how_to_fix_it():
+    # The callback comes through configure_callbacks; a solver whose
+    # configure_callbacks offers nothing leaves the weighting without it.
+    solver = make_solver(
+        "poisson", weighting=SketchNTKWeighting(sample_every_n_steps=1)
     )
-    trainer.train(ckpt_path=ckpt_path)
-    return history, solver
-
-
-@pytest.mark.parametrize("name", sorted(WEIGHTINGS))
-def test_the_automatic_callback_saves_and_restores_its_state(tmp_path, name):
-    straight, solver_a = run(WEIGHTINGS[name](), steps=6)
-    run(WEIGHTINGS[name](), steps=3, tmp_path=tmp_path, save=True)
-    checkpoint = torch.load(tmp_path / "last.ckpt", weights_only=False)
-    assert checkpoint["callbacks"]["NTKCallback"]["step"] == 3
-    resumed, solver_b = run(
-        WEIGHTINGS[name](), steps=6, ckpt_path=str(tmp_path / "last.ckpt")
-    )
-    assert resumed.weights == straight.weights[3:]  # bitwise equal floats
-    for p, q in zip(solver_a.parameters(), solver_b.parameters()):
-        assert torch.equal(p, q)
-
-
-def test_a_weighting_shared_by_two_solvers_is_still_refused():
-    weighting = NTKWeighting()
-    first = make_solver("poisson", weighting=weighting)
-    make_solver("poisson", weighting=weighting)  # PINA re-binds the weighting
-    trainer = make_trainer(first, steps=1, ntk=False)
-    with pytest.raises(ValueError, match="one weighting instance per solver"):
+    solver.configure_callbacks = list
+    trainer = make_trainer(solver, steps=1, ntk=False)
+    with pytest.raises(
+        RuntimeError, match=r"callbacks=\[pina_ntk.NTKCallback\(\)\]"
+    ):
         trainer.train()

@@ -49,6 +49,10 @@ def test_wave_quick_run_writes_figures_and_metrics(tmp_path, capsys):
         WaveProblem.PAPER_POINTS
     )
     captured = capsys.readouterr()
+    # the settings first, each weighting as the call that builds it
+    head = captured.out.splitlines()[:8]
+    assert head[0].startswith("pina-ntk wave settings")
+    assert any("SketchNTKWeighting(" in line for line in head)
     assert "sketch-NTK PINN" in captured.out  # the printed table
     steps = settings["steps"]
     assert f"{steps}/{steps}" in captured.err  # the progress bar
@@ -141,6 +145,173 @@ def test_presets_and_overrides():
     args = parser.parse_args(["qtensor", "--sample-every", "3"])
     settings = _settings(args, parser)
     assert make_weighting("sketch", settings).sample_every_n_steps == 3
+
+
+#: ``WaveSettings()`` and ``QTensorSettings()`` before the command took the
+#: weightings' defaults (what ``pina-ntk wave`` and ``pina-ntk qtensor``
+#: trained), and the arguments ``make_weighting`` built the sketch from.
+EARLIER_DEFAULTS = {
+    "wave": {
+        "steps": 10000,
+        "width": 128,
+        "depth": 3,
+        "fourier_features": 64,
+        "fourier_scale": 1.0,
+        "lr": 0.002,
+        "lr_decay": 0.75,
+        "lr_decay_steps": 1000,
+        "points": {
+            "pde": 300,
+            "initial_value": 100,
+            "initial_velocity": 300,
+            "left": 100,
+            "right": 100,
+        },
+        "resample_every": 1,
+        "weightings": ["none", "exact", "sketch"],
+        "estimator": "parameter",
+        "balanced_probe": True,
+        "alpha": 0.001,
+        "warmup_samples": 32,
+        "exact_every": 500,
+        "sample_every": 10,
+        "safeguard": "none",
+        "seed": 0,
+        "accelerator": "cpu",
+        "grid": 101,
+    },
+    "qtensor": {
+        "steps": 10000,
+        "width": 128,
+        "depth": 3,
+        "fourier_features": 64,
+        "fourier_scale": 1.0,
+        "lr": 0.002,
+        "lr_decay": 0.75,
+        "lr_decay_steps": 1000,
+        "points": {
+            "pde": 300,
+            "initial": 300,
+            "left": 10,
+            "right": 10,
+            "bottom": 10,
+            "top": 10,
+        },
+        "resample_every": 1,
+        "weightings": ["none", "sketch"],
+        "estimator": "parameter",
+        "balanced_probe": True,
+        "alpha": 0.001,
+        "warmup_samples": 32,
+        "exact_every": 100,
+        "sample_every": 10,
+        "safeguard": "default",
+        "seed": 0,
+        "accelerator": "cpu",
+        "grid": 81,
+        "fem_cells": 32,
+        "fem_degree": 2,
+        "fem_time_step": 0.005,
+        "error_times": [0.5, 2.0],
+    },
+}
+EARLIER_SKETCH = {
+    "wave": dict(
+        alpha=0.001,
+        sample_every_n_steps=10,
+        warmup_samples=32,
+        estimator="parameter",
+        balanced_probe=True,
+        safeguard=None,
+        seed=0,
+        evaluation_chunk_size=None,
+    ),
+    "qtensor": dict(
+        alpha=0.001,
+        sample_every_n_steps=10,
+        warmup_samples=32,
+        estimator="parameter",
+        balanced_probe=True,
+        safeguard="default",
+        seed=0,
+        evaluation_chunk_size=None,
+    ),
+}
+
+
+def _sketch_arguments(weighting):
+    # the constructor arguments a SketchNTKWeighting was built with
+    found = {name: getattr(weighting, name) for name in EARLIER_SKETCH["wave"]}
+    if found["safeguard"] is not None:
+        found["safeguard"] = "default"
+    return found
+
+
+@pytest.mark.parametrize("experiment", ["wave", "qtensor"])
+def test_paper_settings_are_the_earlier_defaults(experiment):
+    from pina_ntk.paper.cli import _settings
+    from pina_ntk.paper.experiments.settings import make_weighting
+
+    parser = build_parser()
+    args = parser.parse_args([experiment, "--paper-settings"])
+    settings = _settings(args, parser)
+    assert settings.as_dict() == EARLIER_DEFAULTS[experiment]
+    sketch = make_weighting("sketch", settings)
+    assert _sketch_arguments(sketch) == EARLIER_SKETCH[experiment]
+    # the run the paper-settings flag must reproduce bitwise
+    args = parser.parse_args(
+        [experiment, "--paper-settings", "--weighting", "sketch", "--seed", "0"]
+    )
+    expected = {**EARLIER_DEFAULTS[experiment], "weightings": ["sketch"]}
+    assert _settings(args, parser).as_dict() == expected
+    # printing the settings builds the weightings: no random draw that
+    # would shift the run
+    import torch
+
+    from pina_ntk.paper.cli import settings_summary
+
+    state = torch.random.get_rng_state()
+    summary = settings_summary(experiment, settings, 1, paper_settings=True)
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert "estimator='parameter'" in summary
+    # flags still win, presets still apply
+    args = parser.parse_args(
+        [experiment, "--paper-settings", "--quick", "--estimator", "predictor"]
+    )
+    settings = _settings(args, parser)
+    assert settings.estimator == "predictor" and settings.steps == 20
+
+
+@pytest.mark.parametrize("experiment", ["wave", "qtensor"])
+def test_the_command_trains_the_weightings_defaults(experiment):
+    import inspect
+
+    from pina_ntk import NTKWeighting, SketchNTKWeighting
+    from pina_ntk.paper.cli import _settings, weighting_call
+    from pina_ntk.paper.experiments.settings import make_weighting
+
+    parser = build_parser()
+    settings = _settings(parser.parse_args([experiment]), parser)
+    for kind, cls, spaced in (
+        ("sketch", SketchNTKWeighting, set()),
+        ("exact", NTKWeighting, {"update_every_n_steps"}),
+    ):
+        weighting = make_weighting(kind, settings)
+        defaults = inspect.signature(cls).parameters
+        differing = {
+            name
+            for name, parameter in defaults.items()
+            if name != "safeguard"
+            and getattr(weighting, name) != parameter.default
+        }
+        # seeded runs; the warm start's evaluation in one piece (memory
+        # only); exact updates spaced by --exact-every
+        assert differing <= {"seed", "evaluation_chunk_size"} | spaced
+        assert weighting.safeguard is not None  # the default safeguard
+        assert weighting_call(weighting).startswith(cls.__name__ + "(")
+        assert "safeguard" not in weighting_call(weighting)
+    sketch = make_weighting("sketch", settings)
+    assert sketch.estimator == SketchNTKWeighting().estimator == "predictor"
 
 
 def test_module_entry_point_reports_errors_without_traceback():
@@ -287,10 +458,23 @@ def test_qtensor_settings_check_the_reference_and_error_times():
 
 
 def test_console_script_is_installed():
-    from importlib.metadata import entry_points
+    # the script pip wrote next to this interpreter runs the command
+    import shutil
+    from pathlib import Path
 
-    scripts = {e.name: e.value for e in entry_points(group="console_scripts")}
-    assert scripts.get("pina-ntk") == "pina_ntk.paper.cli:main"
+    bin_dir = Path(sys.executable).parent
+    script = shutil.which("pina-ntk", path=str(bin_dir)) or shutil.which(
+        "pina-ntk"
+    )
+    assert script is not None, "pina-ntk is not installed"
+    result = subprocess.run(
+        [script, "wave", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--paper-settings" in result.stdout
 
 
 def test_help_shows_each_experiments_defaults(capsys):
@@ -304,6 +488,8 @@ def test_help_shows_each_experiments_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "NTK updates (default: 500)" in text
     assert "(default: none exact sketch)" in text
+    assert "estimator (default: predictor)" in text
+    assert "(estimator=parameter, safeguard=none)" in text  # --paper-settings
 
 
 def test_each_finished_pinn_is_kept_when_interrupted(tmp_path, monkeypatch):

@@ -33,13 +33,14 @@
 # weighting is the whole set-up: attached to a solver, it brings along the
 # Lightning callback that computes the weights inside each training step.
 #
-# **Run time.** About 10–12 minutes on a 2-core CPU with the default settings
-# and nothing else running; several times that on a busy machine (see
-# `tutorials/README.md`).
+# **Run time.** The training wall time of each PINN of the stored run is in
+# its results table below; it depends on the machine and on its load.
 # Set the environment variable `PINA_NTK_QUICK=1` to run the notebook in
 # seconds with tiny settings (the results are then not meaningful; the test
 # suite runs it that way). The same experiment runs from a shell with
-# `pina-ntk wave` (same code, same defaults).
+# `pina-ntk wave` (same code, with the weightings' defaults);
+# `pina-ntk wave --paper-settings --sample-every 1` trains this notebook's
+# settings (see *Which settings* below).
 
 # %%
 ## Routine needed to run the notebook on Google Colab. pina-ntk is not on
@@ -90,7 +91,11 @@ logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)
 warnings.filterwarnings("ignore", message=".*val_dataloader.*")
 warnings.filterwarnings("ignore", message=".*LeafSpec.*")
 
-settings = WaveSettings.quick() if quick_mode() else WaveSettings()
+# The settings of the stored run where they differ from the defaults of
+# SketchNTKWeighting() and NTKWeighting() (see "Which settings" below); an
+# empty RUN trains the defaults, as `pina-ntk wave` does.
+RUN = dict(estimator="parameter", safeguard="none", sample_every=1)
+settings = WaveSettings.quick(**RUN) if quick_mode() else WaveSettings(**RUN)
 settings
 
 # %% [markdown]
@@ -181,40 +186,43 @@ trainer.train()
 #
 # The exact-NTK PINN recomputes its weights every `exact_every` steps (one
 # backward pass per residual entry: about a thousand per update); the
-# sketch-NTK PINN draws one sketch every `sample_every` steps (10, the
-# default of `SketchNTKWeighting(sample_every_n_steps=...)`; `--sample-every`
-# on the command line) into a moving average that spans about 1,000 steps.
+# sketch-NTK PINN draws one sketch every `sample_every` steps into a moving
+# average that spans about 1,000 steps.
 #
-# *The outputs stored in this notebook were computed when the sketch drew
-# a sample at every step (`sample_every=1`, the default before 10); rerun
-# the notebook for the current default. On seed 0 it reaches 8.66e-3
-# instead of 9.69e-3 (the README's* Spaced samples *section and
-# `docs/spaced-samples.md` compare the spacings over three seeds).*
+# **Which settings.** The outputs stored in this notebook were computed
+# with three settings that differ from the defaults of
+# `SketchNTKWeighting()` and `NTKWeighting()`, so the code states them
+# (`RUN` above); set `RUN = {}` and rerun the notebook to train the
+# defaults, which `pina-ntk wave` trains.
+# The stored run was computed by an earlier development version of
+# pina-ntk; a rerun with these settings can differ from it slightly.
 #
-# **Which sketch.** The experiments use the parameter-space estimator
-# $\|R_c(\theta + \varepsilon z) - R_c(\theta)\|^2 / \varepsilon^2$,
-# $z \sim N(0, I)$: one extra forward pass per step, no backward pass, and
-# its noise on the block of condition $c$ involves only that block. The
-# default of `SketchNTKWeighting` is the predictor sketch of Algorithm 2
-# (`estimator="predictor"`, `pina-ntk wave --estimator predictor`), which
-# estimates $g_c \cdot (Kg)_c$ for a random probe $g$ and costs one extra
-# backward pass more. Its noise also carries the coupling
-# $g_c^\top K_{cd}\, g_d$ to the other blocks, and here the interior
-# block's trace is about 7,000 times each boundary block's. With the
-# default **balanced probe** (`balanced_probe=True`) block $c$ of the probe
-# is scaled by $\sqrt{w_c}$ and its sketch divided by $w_c$ again, so each
-# sample stays unbiased and the small blocks are no longer drowned in the
-# interior's noise; the balancing itself costs a few tensor operations per
-# step. The README's *Balanced probes* section measures it on this
-# tutorial: with the balanced probe the predictor sketch reached relative
-# errors of 1.06e-2, 1.40e-2 and 2.82e-2 (seeds 0, 1, 2), as accurate as the
-# parameter-space sketch (9.69e-3, 1.86e-2, 3.16e-2); with the plain probe
-# of Algorithm 2 as published (`balanced_probe=False`,
-# `--no-balanced-probe`) the warm start's boundary traces came out
-# negative, the weights stayed at 1 for the first 1,000–1,700 steps, and
-# the runs ended at 6.17e-1, 4.60e-1 and 4.03e-1, like the vanilla PINN.
-# As accurate here and one backward pass cheaper per step, the
-# parameter-space sketch is the experiments' choice.
+# * `sample_every=1`: a sketch at every step, Algorithm 3 of the paper as
+#   published. The default draws one every 10 steps
+#   (`SketchNTKWeighting(sample_every_n_steps=10)`); the
+#   [spaced-samples study](../../docs/spaced-samples.md) compares the
+#   spacings on this problem over three seeds.
+# * `estimator="parameter"`: the parameter-space estimator
+#   $\|R_c(\theta + \varepsilon z) - R_c(\theta)\|^2 / \varepsilon^2$,
+#   $z \sim N(0, I)$ (Theorem 5 of the paper): one extra forward pass per
+#   sample, no backward pass, and its noise on the block of condition $c$
+#   involves only that block. The default is the predictor sketch of
+#   Algorithm 2 (`estimator="predictor"`), which estimates
+#   $g_c \cdot (Kg)_c$ for a random probe $g$ and costs one backward pass
+#   more. Its noise also carries the coupling $g_c^\top K_{cd}\, g_d$ to
+#   the other blocks, and here the interior block's trace is thousands of
+#   times each boundary block's. With the default **balanced probe**
+#   (`balanced_probe=True`) block $c$ of the probe is scaled by
+#   $\sqrt{w_c}$ and its sketch divided by $w_c$ again, so each sample
+#   stays unbiased and the small blocks are no longer drowned in the
+#   interior's noise. *Balanced probes* in
+#   [The estimators](../../docs/estimators.md) measures both sketches, and
+#   the plain probe of Algorithm 2 as published (`balanced_probe=False`),
+#   on this problem.
+# * `safeguard="none"`: every weight update is applied, as in the paper's
+#   Algorithm 3. The default is the spaced-update safeguard, the rule
+#   behind the paper's convergence guarantee (Corollary 2), which keeps the
+#   previous weights when an update would exceed its budget.
 #
 # Each sketch sample is completed after its step's backward pass (the
 # default `sample_after_backward=True`), once the training graph is freed,
@@ -223,14 +231,6 @@ trainer.train()
 # experiments evaluate it in one piece (`evaluation_chunk_size=None`) rather
 # than in the default chunks of 128 points, which bound the memory of large
 # networks.
-#
-# Both NTK PINNs run with `safeguard="none"`, i.e. every weight update is
-# applied, as in the paper's experiment. With the default spaced-update
-# safeguard (the rule behind the paper's convergence theorem) and its
-# default budget, most updates on this problem are rejected: the weights
-# stay frozen for thousands of steps and then jump by a large factor once
-# the residual has become small. Pass `safeguard="default"` (or
-# `pina-ntk wave --safeguard default`) to see it.
 
 # %%
 results = run_wave(settings, progress=not quick_mode())
@@ -295,10 +295,10 @@ plt.show()
 #    NTK-PINN on a liquid-crystal gradient flow and compares both with a
 #    scikit-fem solution.
 #
-# 2. **The predictor sketch and its probe** — rerun with
-#    `pina-ntk wave --weighting sketch --estimator predictor` (the balanced
-#    probe, the default of `SketchNTKWeighting`) and with
-#    `--no-balanced-probe` to see the plain probe fail.
+# 2. **The weightings' defaults** — `pina-ntk wave --weighting sketch`
+#    trains the predictor sketch with its balanced probe and the safeguard
+#    (the defaults of `SketchNTKWeighting`); add `--no-balanced-probe` to
+#    see the plain probe of Algorithm 2.
 #
 # 3. **Cost and accuracy** — the benchmarks
 #    ([docs/benchmarks.md](../../docs/benchmarks.md), method in

@@ -1,4 +1,7 @@
-"""Exact traces, predictor sketch and parameter-space sketch of the NTK."""
+"""Exact traces, predictor sketch and parameter-space sketch of the NTK of
+PINA solvers' residuals (``ntk_traces`` and the estimators on replayed
+residuals); the estimators on plain tensors: ``tests/core/test_estimators.py``.
+"""
 
 import math
 
@@ -9,9 +12,7 @@ import torch
 from pina_ntk import ntk_traces
 from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.core.estimators import (
-    auto_step_size,
     balanced_probe_scales,
-    displace,
     exact_block_traces,
     flatten_parameters,
     kernel_probe_product,
@@ -19,23 +20,17 @@ from pina_ntk.core.estimators import (
     parameter_probe,
     predictor_block_traces,
     sample_probe,
-    sketch_variances,
-    symmetrised_kernel_sketch,
 )
 from pina_ntk.integration.recording import replay_residual_fn
 from pina_ntk.integration.pina_adapter import trainable_parameters
-from pina_ntk.core.weights import ntk_weights
 
-from conftest import make_solver, make_trainer
-from reference import block_traces, jacobian_blocks, kernel
-
-
-@pytest.fixture
-def float64():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+from helpers import make_solver, make_trainer, ntk_callback
+from reference import (
+    block_traces,
+    hutchinson_variances,
+    jacobian_blocks,
+    kernel,
+)
 
 
 def ready_solver(kind, n=12, width=16, seed=0, weighting=None):
@@ -85,20 +80,9 @@ def test_exact_traces_inside_training_step_are_at_theta_t():
     expected = block_traces(jacobian_blocks(solver))  # at theta_0
     trainer = make_trainer(solver, steps=1)
     trainer.train()
-    callback = trainer.callbacks[-1]
+    callback = ntk_callback(trainer)
     for name, value in expected.items():
         assert callback.traces[name] == pytest.approx(value, rel=1e-5)
-
-
-def test_unused_and_frozen_parameters_contribute_zero():
-    theta = torch.tensor([1.0, 2.0], requires_grad=True)
-    unused = torch.tensor([5.0], requires_grad=True)
-    frozen = torch.tensor([3.0])  # requires_grad=False: not a kernel parameter
-    blocks = [theta * torch.tensor([3.0, 4.0]) * frozen, theta.sum()[None]]
-    traces = exact_block_traces(blocks, [theta, unused])
-    assert torch.allclose(traces, torch.tensor([9.0 * 25.0, 2.0]))
-    constant = [torch.ones(3)]  # depends on no parameter at all
-    assert exact_block_traces(constant, [theta]).item() == 0.0
 
 
 def test_derivative_only_condition_ignores_output_bias(float64):
@@ -112,27 +96,6 @@ def test_derivative_only_condition_ignores_output_bias(float64):
 
 
 # --------------------------------------------------------------- sketches
-def hutchinson_variances(K, slices, probe, scales=None):
-    """Exact variance of ``g_c^T (K g)_c`` for each block; with ``scales``
-    (``{name: s_c}``) of ``v_c^T (K v)_c / s_c^2``, ``v = S g``."""
-    diag = np.ones(K.shape[0])
-    for name, sl in slices.items():
-        diag[sl] = 1.0 if scales is None else scales[name]
-    out = {}
-    for name, sl in slices.items():
-        proj = np.zeros_like(K)
-        proj[sl, :] = (diag[:, None] * K * diag[None, :])[sl, :] / diag[sl][
-            0
-        ] ** 2
-        sym = 0.5 * (proj + proj.T)
-        frob = float((sym**2).sum())
-        if probe == "gaussian":
-            out[name] = 2.0 * frob
-        else:
-            out[name] = 2.0 * (frob - float((np.diag(sym) ** 2).sum()))
-    return out
-
-
 @pytest.mark.parametrize(
     "estimator,probe,balanced",
     [
@@ -185,114 +148,6 @@ def test_sketch_mean_matches_exact_within_its_standard_error(
         assert (
             abs(float(got[name]) - value) <= 4.0 * standard_error + 1e-8 * value
         )
-
-
-@pytest.mark.parametrize("scales", [None, (3.0, 0.5)])
-def test_symmetrised_kernel_sketch_is_unbiased(float64, scales):
-    torch.manual_seed(0)
-    J = torch.randn(5, 3)
-    K = J @ J.T
-    fn = lambda p: [J[:2] @ p["theta"], J[2:] @ p["theta"]]  # noqa: E731
-    params = {"theta": torch.zeros(3, requires_grad=True)}
-    gen = torch.Generator().manual_seed(0)
-    total, samples = torch.zeros(5, 5), 4000
-    sq = torch.zeros(5, 5)
-    if scales is not None:
-        scales = torch.tensor(scales)
-    for _ in range(samples):
-        g = sample_probe(
-            [torch.zeros(2), torch.zeros(3)], generator=gen, scales=scales
-        )
-        kg = kernel_probe_product(fn, params, g, step_size=1.0)
-        sketch = symmetrised_kernel_sketch(g, kg, scales)
-        total += sketch
-        sq += sketch**2
-    mean = total / samples
-    standard_error = ((sq / samples - mean**2) / samples).sqrt()
-    assert torch.all((mean - K).abs() <= 4.5 * standard_error + 1e-12)
-    assert torch.allclose(sketch, sketch.T)
-
-
-def test_balanced_probe_scales_are_square_roots_of_the_weights():
-    traces = torch.tensor([400.0, 4.0, 30.0])
-    sizes = torch.tensor([4, 1, 3])
-    expected = ntk_weights(traces, sizes).sqrt()
-    assert torch.allclose(balanced_probe_scales(traces, sizes), expected)
-    # equal mean diagonals: no scaling
-    uniform = balanced_probe_scales(
-        torch.tensor([8.0, 2.0]), torch.tensor([4, 1])
-    )
-    assert torch.allclose(uniform, torch.ones(2))
-    # an unusable estimate gets 1, the others are formed without it
-    bad = torch.tensor([400.0, float("nan"), 30.0])
-    got = balanced_probe_scales(bad, sizes)
-    keep = torch.tensor([0, 2])
-    assert got[1] == 1.0
-    assert torch.allclose(
-        got[keep], ntk_weights(traces[keep], sizes[keep]).sqrt()
-    )
-    assert torch.equal(
-        balanced_probe_scales(torch.tensor([-1.0, 0.0]), torch.tensor([1, 1])),
-        torch.ones(2),
-    )
-
-
-@pytest.mark.parametrize("scales", [None, (0.5, 4.0, 1.5)])
-def test_sketch_variances_match_the_quadratic_form_variances(float64, scales):
-    torch.manual_seed(2)
-    J = (
-        torch.randn(9, 6)
-        * torch.tensor([5.0] * 3 + [1.0] * 4 + [0.2] * 2)[:, None]
-    )
-    K = J @ J.T
-    slices = {"a": slice(0, 3), "b": slice(3, 7), "c": slice(7, 9)}
-    named = None if scales is None else dict(zip(slices, scales))
-    expected = hutchinson_variances(K.numpy(), slices, "gaussian", named)
-    if scales is not None:
-        scales = torch.tensor(scales)
-    predictor, parameter = sketch_variances(K, [3, 4, 2], scales)
-    assert predictor.tolist() == pytest.approx(list(expected.values()))
-    own = [2.0 * float((K[s, s] ** 2).sum()) for s in slices.values()]
-    assert parameter.tolist() == pytest.approx(own)
-
-
-def test_balanced_sketch_is_unbiased_and_tames_a_small_block(float64):
-    # A linear residual (K g exact at any step size) with one block 30 times
-    # the scale of the other, as a second-order PDE residual beside its
-    # boundary conditions: with a plain probe the cross terms g_1^T K_12 g_2
-    # swamp the small block's sketch; a balanced probe evens them out.
-    torch.manual_seed(0)
-    J = torch.randn(25, 12)
-    J[:20] *= 30.0
-    fn = lambda p: [J[:20] @ p["theta"], J[20:] @ p["theta"]]  # noqa: E731
-    params = {"theta": torch.zeros(12, requires_grad=True)}
-    K = (J @ J.T).numpy()
-    slices = {"big": slice(0, 20), "small": slice(20, 25)}
-    exact = torch.tensor([float(np.trace(K[s, s])) for s in slices.values()])
-    scales = balanced_probe_scales(exact, torch.tensor([20, 5]))
-    plain = hutchinson_variances(K, slices, "gaussian")
-    balanced = hutchinson_variances(
-        K, slices, "gaussian", dict(zip(slices, scales.tolist()))
-    )
-    assert balanced["small"] < 0.01 * plain["small"]  # worth having
-    residuals = fn(params)
-    gen = torch.Generator().manual_seed(99)
-    samples = 400
-    draws = []
-    for _ in range(samples):
-        v = sample_probe(residuals, generator=gen, scales=scales)
-        kv = kernel_probe_product(fn, params, v, 1.0, "forward", residuals)
-        draws.append(predictor_block_traces(v, kv, scales))
-    draws = torch.stack(draws)
-    for index, name in enumerate(slices):
-        standard_error = math.sqrt(balanced[name] / samples)
-        assert standard_error < 0.25 * exact[index]  # the check is not vacuous
-        mean = float(draws[:, index].mean())
-        assert abs(mean - exact[index]) <= 4.0 * standard_error
-        # the sample variance matches the exact one (the spread of a sample
-        # variance of Gaussian quadratic forms at 400 draws: a 40% band)
-        variance = float(draws[:, index].var())
-        assert variance == pytest.approx(balanced[name], rel=0.4)
 
 
 @pytest.mark.parametrize("difference,order", [("forward", 1), ("central", 2)])
@@ -379,15 +234,6 @@ def test_predictor_never_modifies_parameters_or_their_grads():
     sum(r.pow(2).sum() for r in residuals).backward()
 
 
-def test_zero_residual_entries_are_harmless():
-    theta = torch.tensor([0.0, 1.0], requires_grad=True)
-    fn = lambda p: [p["theta"] * torch.tensor([1.0, 0.0])]  # noqa: E731
-    params = {"theta": theta}
-    g = [torch.tensor([1.0, -1.0])]
-    kg = kernel_probe_product(fn, params, g, step_size=0.5)
-    assert torch.allclose(kg[0], torch.tensor([1.0, 0.0]))
-
-
 @pytest.mark.parametrize("kind", ["wave", "supervised"])
 def test_chunked_replay_gives_the_same_values_without_graph(kind):
     solver = ready_solver(kind, n=13)
@@ -415,61 +261,11 @@ def test_chunk_size_does_not_change_the_sketch():
         )
         trainer = make_trainer(solver, steps=3)
         trainer.train()
-        return trainer.callbacks[-1].weights
+        return ntk_callback(trainer).weights
 
     whole, chunked = weights(None), weights(7)
     for name in whole:
         assert chunked[name] == pytest.approx(whole[name], rel=1e-3)
-
-
-@pytest.mark.parametrize(
-    "difference,power", [("forward", 1 / 2), ("central", 1 / 3)]
-)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_auto_step_size_displaces_by_a_relative_epsilon(
-    difference, power, dtype
-):
-    gen = torch.Generator().manual_seed(4)
-    params = {
-        "w": torch.randn(30, 20, generator=gen, dtype=dtype),
-        "b": torch.randn(20, generator=gen, dtype=dtype),
-    }
-    direction = [
-        torch.randn(p.shape, generator=gen, dtype=dtype)
-        for p in params.values()
-    ]
-    theta_norm = torch.linalg.vector_norm(flatten_parameters(params.values()))
-    dir_norm = torch.linalg.vector_norm(flatten_parameters(direction))
-    step = auto_step_size(theta_norm, dir_norm, difference, dtype)
-    theta = math.sqrt(sum(float(p.pow(2).sum()) for p in params.values()))
-    moved = math.sqrt(sum(float((step * d).pow(2).sum()) for d in direction))
-    tau = torch.finfo(dtype).eps ** power
-    assert moved == pytest.approx(tau * max(theta, 1.0), rel=1e-5)
-    # parameters of norm below 1 are displaced by tau, not tau * ||theta||
-    small = torch.tensor(0.25, dtype=dtype)
-    one = torch.tensor(1.0, dtype=dtype)
-    assert torch.equal(
-        auto_step_size(small, dir_norm, difference, dtype),
-        auto_step_size(one, dir_norm, difference, dtype),
-    )
-    # a zero direction gives a finite step, not a division by zero
-    zero = torch.tensor(0.0, dtype=dtype)
-    assert torch.isfinite(auto_step_size(theta_norm, zero, difference, dtype))
-
-
-def test_displacement_keeps_each_parameters_shape_and_dtype():
-    params = {
-        "w": torch.ones(2, 3, dtype=torch.float32),
-        "b": torch.ones(3, dtype=torch.float64),
-    }
-    theta = flatten_parameters(params.values())
-    moved = displace(params, torch.arange(9.0, dtype=theta.dtype), 0.5, theta)
-    assert [(v.shape, v.dtype) for v in moved.values()] == [
-        (p.shape, p.dtype) for p in params.values()
-    ]
-    assert moved["w"].flatten().tolist() == [1.0, 1.5, 2.0, 2.5, 3.0, 3.5]
-    assert moved["b"].tolist() == [4.0, 4.5, 5.0]
-    assert torch.equal(params["w"], torch.ones(2, 3))  # untouched
 
 
 def test_exact_traces_leave_torchs_global_generator_alone():

@@ -1,13 +1,9 @@
-"""The weight formula, its guards, and the mean/sum reduction equivalence."""
+"""The weight formula and its guards (``pina_ntk.core.weights``)."""
 
 import pytest
 import torch
 
-from pina_ntk import NTKWeighting
-from pina_ntk.core.moving_average import MovingAverage
 from pina_ntk.core.weights import entry_weights, guarded_weights, ntk_weights
-
-from conftest import WeightHistory, make_solver, make_trainer
 
 
 def test_uniform_diagonal_gives_all_ones():
@@ -84,47 +80,3 @@ def test_weights_are_clamped_to_bounds():
     assert weights.min() >= 1e-3 and weights.max() <= 1e3
     assert weights[0] == 1e3  # clamped: the unclamped weight is ~3e11
     assert weights[2] == pytest.approx(1.0 / 3.0)  # within bounds: untouched
-
-
-def test_moving_average_warm_start_and_rate():
-    avg = MovingAverage(alpha=0.25)
-    first = avg.update(torch.tensor([[1.0, 2.0], [3.0, 6.0]]))
-    assert torch.equal(first, torch.tensor([2.0, 4.0]))
-    second = avg.update(torch.tensor([[6.0, 8.0]]))
-    assert torch.allclose(
-        second, 0.75 * first + 0.25 * torch.tensor([6.0, 8.0])
-    )
-    skipped = avg.update(torch.tensor([[float("nan"), 1.0]]))
-    assert torch.equal(skipped, second)  # a non-finite sample is not folded in
-
-
-def test_mean_and_sum_reductions_give_the_same_training_run():
-    runs = {}
-    for reduction in ("mean", "sum"):
-        solver = make_solver(
-            "wave",
-            weighting=NTKWeighting(safeguard=None),
-            loss=torch.nn.MSELoss(reduction=reduction),
-        )
-        history = WeightHistory()
-        trainer = make_trainer(solver, steps=4, callbacks=[history])
-        trainer.train()
-        sizes = {
-            name: float(
-                trainer.callbacks[-1]
-                ._recorder.problem.conditions[name]
-                .input.shape[0]
-            )
-            for name in history.weights[0]
-        }
-        runs[reduction] = (history, solver, sizes)
-    mean_hist, mean_solver, sizes = runs["mean"]
-    sum_hist, sum_solver, _ = runs["sum"]
-    columns = {"D": 1, "boundary": 1, "t0": 2}  # residual entries per point
-    for w_mean, w_sum in zip(mean_hist.weights, sum_hist.weights):
-        for name in w_mean:
-            n_c = sizes[name] * columns[name]
-            # effective per-entry weights agree: w/n_c (mean) and w (sum)
-            assert w_mean[name] / n_c == pytest.approx(w_sum[name], rel=1e-5)
-    for p, q in zip(mean_solver.parameters(), sum_solver.parameters()):
-        assert torch.allclose(p, q, rtol=1e-4, atol=1e-6)

@@ -1,0 +1,140 @@
+"""Shared builders for the pina-ntk tests: small PINA problems and trainers,
+recorders of what a training run did, and a check of written figures.
+
+Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
+(``pythonpath`` in ``pyproject.toml``'s pytest options), as for
+``reference.py``.
+"""
+
+import lightning
+import numpy as np
+import torch
+from pina import LabelTensor, Trainer
+from pina.model import FeedForward
+from pina.problem.zoo import (
+    AcousticWaveProblem,
+    Poisson2DSquareProblem,
+    SupervisedProblem,
+)
+from pina.solver import (
+    PhysicsInformedSingleModelSolver,
+    SupervisedSingleModelSolver,
+)
+
+from pina_ntk import NTKCallback
+
+
+def mlp(n_in, n_out, width=16, layers=2):
+    """A tanh feed-forward network in the default dtype."""
+    return FeedForward(
+        n_in, n_out, inner_size=width, n_layers=layers, func=torch.nn.Tanh
+    )
+
+
+def make_problem(kind, n=12, seed=0):
+    """A discretised zoo problem: ``poisson``, ``wave`` or ``supervised``."""
+    # PINA's samplers draw from torch, NumPy and Python's random module.
+    lightning.seed_everything(seed, verbose=False)
+    if kind == "poisson":
+        problem = Poisson2DSquareProblem()
+        problem.discretise_domain(n, "random")
+    elif kind == "wave":
+        problem = AcousticWaveProblem()
+        problem.discretise_domain(n, "random")
+    elif kind == "supervised":
+        x = LabelTensor(torch.rand(n, 2), ["x", "y"])
+        y = LabelTensor(torch.sin(3 * x.tensor).sum(1, keepdim=True), ["u"])
+        problem = SupervisedProblem(x, y, ["x", "y"], ["u"])
+    else:
+        raise ValueError(kind)
+    return problem
+
+
+def make_solver(kind, weighting=None, seed=0, n=12, width=16, loss=None):
+    """A problem of ``kind`` with a small tanh network and ``weighting``."""
+    problem = make_problem(kind, n=n, seed=seed)
+    torch.manual_seed(seed)
+    model = mlp(
+        len(problem.input_variables), len(problem.output_variables), width
+    )
+    cls = (
+        SupervisedSingleModelSolver
+        if kind == "supervised"
+        else PhysicsInformedSingleModelSolver
+    )
+    return cls(problem, model, weighting=weighting, loss=loss)
+
+
+def make_trainer(solver, steps, callbacks=None, ntk=True, **kwargs):
+    """A quiet CPU ``pina.Trainer`` doing ``steps`` full-batch steps."""
+    callbacks = list(callbacks or [])
+    if ntk:
+        callbacks.append(NTKCallback(log_every_n_steps=1))
+    options = dict(
+        max_epochs=steps,
+        accelerator="cpu",
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=False,
+        enable_checkpointing=False,
+        train_size=1.0,
+        val_size=0.0,
+        test_size=0.0,
+        log_every_n_steps=1,
+    )
+    options.update(kwargs)
+    return Trainer(solver, **options)
+
+
+class WeightHistory(lightning.Callback):
+    """Records the weights the solver used at each training step."""
+
+    def __init__(self):
+        self.weights = []
+        self.metrics = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, idx):
+        saved = pl_module.weighting.last_saved_weights()
+        self.weights.append({k: float(v) for k, v in saved.items()})
+        self.metrics.append(
+            {k: float(v) for k, v in trainer.callback_metrics.items()}
+        )
+
+
+def ntk_callback(trainer):
+    """The trainer's :class:`NTKCallback`."""
+    return next(c for c in trainer.callbacks if isinstance(c, NTKCallback))
+
+
+def float32_exact(value):
+    """
+    Whether ``value`` survives a round trip through float32: every value
+    computed in float32 does, one computed in float64 almost never (about
+    one in 2**29). Tells a float64 result from a float32 one cast up.
+    """
+    return float(torch.tensor(value, dtype=torch.float32)) == value
+
+
+def assert_figure(path, min_pixels=(300, 200)):
+    """
+    ``path`` is a PNG image with something drawn on it.
+
+    It decodes as an image (a truncated or non-image file raises), is at
+    least ``min_pixels`` (width, height), and is neither blank nor one flat
+    colour: lines, text and their anti-aliasing give many distinct colours,
+    and at least 1% of the pixels differ from the background.
+
+    :return: The image as an ``(height, width, channels)`` array.
+    """
+    import matplotlib.image  # only where a figure is checked
+
+    image = matplotlib.image.imread(str(path))
+    height, width = image.shape[:2]
+    assert (width, height) >= min_pixels, (path, width, height)
+    pixels = image.reshape(height * width, -1)
+    assert len(np.unique(pixels, axis=0)) > 32, path
+    background = np.median(pixels, axis=0)
+    drawn = np.abs(pixels - background).max(axis=1) > 0.05
+    assert drawn.mean() > 0.01, (path, drawn.mean())
+    return image

@@ -1,0 +1,171 @@
+"""Stop, checkpoint, resume: the resumed run continues bitwise like the
+uninterrupted one (docs/reproducibility.md), with an explicit NTKCallback
+or the one the solver adds by itself."""
+
+import pytest
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from pina_ntk import NTKWeighting, SketchNTKWeighting
+
+from helpers import WeightHistory, make_solver, make_trainer, ntk_callback
+
+
+def run_with_history(
+    weighting, steps, tmp_path=None, ckpt_path=None, save=False, auto=False
+):
+    """Train the wave problem ``steps`` steps, with an explicit NTKCallback
+    or (``auto``) the one the solver adds by itself; optionally saving a
+    checkpoint every epoch into ``tmp_path`` or resuming from ``ckpt_path``."""
+    solver = make_solver("wave", weighting=weighting, seed=3)
+    history = WeightHistory()
+    callbacks = [history]
+    kwargs = {}
+    if save:
+        callbacks.append(
+            ModelCheckpoint(dirpath=tmp_path, save_last=True, every_n_epochs=1)
+        )
+        kwargs["enable_checkpointing"] = True
+    trainer = make_trainer(
+        solver, steps=steps, callbacks=callbacks, ntk=not auto, **kwargs
+    )
+    trainer.train(ckpt_path=ckpt_path)
+    return history, solver, trainer
+
+
+@pytest.mark.parametrize(
+    "weighting,auto",
+    [
+        (
+            lambda: NTKWeighting(update_every_n_steps=2),
+            False,
+        ),
+        (
+            lambda: NTKWeighting(update_every_n_steps=3),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                sample_every_n_steps=1, alpha=0.3, warmup_samples=3, seed=5
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                sample_every_n_steps=1,
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                estimator="parameter",
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                sample_every_n_steps=1,
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                full_kernel=True,
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                sample_every_n_steps=1,
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                full_kernel=True,
+                balanced_probe=False,
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=2
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                estimator="parameter",
+                sample_every_n_steps=2,
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=3
+            ),
+            False,
+        ),
+        (
+            lambda: NTKWeighting(update_every_n_steps=2, alpha=0.5),
+            False,
+        ),
+        # the callback the solver adds by itself (no NTKCallback passed)
+        (lambda: NTKWeighting(update_every_n_steps=2), True),
+        (
+            lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3, seed=5),
+            True,
+        ),
+    ],
+    ids=[
+        "exact",
+        "exact-due-at-resume",
+        "predictor",
+        "parameter",
+        "full-kernel",
+        "plain-probe",
+        # resumed at step 3, after the deferred sample of step 2 was folded
+        # in and before the weights took it in
+        "predictor-between-samples",
+        "parameter-between-samples",
+        "predictor-sample-due-at-resume",
+        "exact-smoothed",
+        "exact-automatic-callback",
+        "sketch-automatic-callback",
+    ],
+)
+def test_checkpoint_resume_continues_with_identical_weights(
+    tmp_path, weighting, auto
+):
+    # The checkpoint is written by a run with max_epochs=3 and resumed with
+    # max_epochs=6, at step 3: between two exact updates (every 2 steps),
+    # at an exact update (every 3 steps), at a sketch sample (every step).
+    straight, solver_a, trainer_a = run_with_history(
+        weighting(), steps=6, auto=auto
+    )
+    first, _, _ = run_with_history(
+        weighting(), steps=3, tmp_path=tmp_path, save=True, auto=auto
+    )
+    checkpoint = torch.load(tmp_path / "last.ckpt", weights_only=False)
+    assert checkpoint["callbacks"]["NTKCallback"]["step"] == 3
+    resumed, solver_b, trainer_b = run_with_history(
+        weighting(),
+        steps=6,
+        ckpt_path=str(tmp_path / "last.ckpt"),
+        auto=auto,
+    )
+    assert first.weights == straight.weights[:3]
+    assert resumed.weights == straight.weights[3:]  # bitwise equal floats
+    for p, q in zip(solver_a.parameters(), solver_b.parameters()):
+        assert torch.equal(p, q)
+    a, b = ntk_callback(trainer_a), ntk_callback(trainer_b)
+    assert a.step == b.step == 6
+    assert a.traces == b.traces
+    guard_a, guard_b = (
+        solver_a.weighting.safeguard,
+        solver_b.weighting.safeguard,
+    )
+    assert torch.equal(guard_a.total, guard_b.total)
+    assert a.state_dict()["seed"] == b.state_dict()["seed"]  # probe stream
+    assert torch.equal(
+        a.statistics.trace_buffer, b.statistics.trace_buffer
+    )  # kernel buffer
+    if a.kernel is not None:
+        assert torch.equal(a.kernel, b.kernel)

@@ -1,0 +1,125 @@
+"""What NTKCallback logs at every step of a training run: weights, traces,
+safeguard counters and refresh counts, for every weighting and problem
+kind (the default logging interval: ``test_zero_configuration.py``)."""
+
+import csv
+import math
+
+import pytest
+import torch
+from lightning.pytorch.loggers import CSVLogger
+
+from pina_ntk import NTKWeighting, SketchNTKWeighting
+
+from helpers import make_solver, make_trainer, ntk_callback
+
+WEIGHTINGS = {
+    "exact": lambda: NTKWeighting(),
+    "exact-every-3": lambda: NTKWeighting(update_every_n_steps=3),
+    "predictor": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1, alpha=0.2, warmup_samples=4
+    ),
+    "predictor-central-rademacher": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        difference="central",
+        probe="rademacher",
+    ),
+    "parameter": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
+    ),
+    "parameter-central": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
+        difference="central",
+    ),
+    "predictor-full-kernel": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1, alpha=0.2, warmup_samples=4, full_kernel=True
+    ),
+    "predictor-same-step": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        sample_after_backward=False,
+    ),
+    "predictor-plain-probe": lambda: SketchNTKWeighting(
+        sample_every_n_steps=1,
+        alpha=0.2,
+        warmup_samples=4,
+        balanced_probe=False,
+    ),
+    "predictor-every-2": lambda: SketchNTKWeighting(
+        alpha=0.05, warmup_samples=8, sample_every_n_steps=2
+    ),
+    "parameter-every-3": lambda: SketchNTKWeighting(
+        alpha=0.2,
+        warmup_samples=4,
+        estimator="parameter",
+        sample_every_n_steps=3,
+    ),
+    "exact-smoothed-every-2": lambda: NTKWeighting(
+        update_every_n_steps=2, alpha=0.3
+    ),
+}
+
+
+def read_csv_metrics(logger):
+    with open(f"{logger.log_dir}/metrics.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+@pytest.mark.parametrize("name", list(WEIGHTINGS))
+@pytest.mark.parametrize("kind", ["poisson", "wave", "supervised"])
+def test_training_gives_finite_positive_logged_weights(tmp_path, kind, name):
+    solver = make_solver(kind, weighting=WEIGHTINGS[name]())
+    logger = CSVLogger(tmp_path)
+    steps = 5
+    trainer = make_trainer(solver, steps=steps, logger=logger)
+    trainer.train()
+    rows = read_csv_metrics(logger)
+    conditions = list(solver.problem.conditions)
+    for condition in conditions:
+        logged = [
+            float(r[f"ntk_weight/{condition}"])
+            for r in rows
+            if r.get(f"ntk_weight/{condition}")
+        ]
+        assert len(logged) == steps
+        assert all(math.isfinite(w) and w > 0 for w in logged)
+        traces = [
+            float(r[f"ntk_trace/{condition}"])
+            for r in rows
+            if r.get(f"ntk_trace/{condition}")
+        ]
+        assert len(traces) == steps and all(t > 0 for t in traces)
+    accepted = [
+        float(r["ntk_safeguard/accepted"])
+        for r in rows
+        if r.get("ntk_safeguard/accepted")
+    ]
+    rejected = [
+        float(r["ntk_safeguard/rejected"])
+        for r in rows
+        if r.get("ntk_safeguard/rejected")
+    ]
+    assert len(accepted) == steps and accepted[-1] + rejected[-1] >= 1
+    refreshes = [
+        float(r["ntk_refreshes"]) for r in rows if r.get("ntk_refreshes")
+    ]
+    every = solver.weighting.refresh_every_n_steps
+    assert refreshes == [float(t // every + 1) for t in range(steps)]
+    weights = ntk_callback(trainer).weights
+    assert set(weights) == set(conditions)
+    if name == "predictor-full-kernel":
+        kernel = ntk_callback(trainer).kernel
+        n = sum(
+            len(c.input) * (2 if c.name == "t0" else 1)
+            for c in solver.problem.conditions.values()
+        )
+        assert kernel.shape == (n, n) and torch.allclose(kernel, kernel.T)
