@@ -500,7 +500,8 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
         )
     assert "| parameter | 10 |" in page and "| parameter | 1 |" in page
     assert "| this machine |" in page
-    assert "sketch (parameter, k = 10) | 20 |" in page
+    estimator = long_run["settings"]["estimator"]
+    assert f"sketch ({estimator}, k = 10) | 20 |" in page
     assert "/tmp/" not in page
     assert (
         tmp_path / "page" / "figures" / "spaced-samples-weights.png"

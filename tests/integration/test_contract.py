@@ -43,7 +43,9 @@ def test_the_contract_module_defines_the_documented_protocols():
     defined = {
         name
         for name, value in vars(contract).items()
-        if isinstance(value, type) and getattr(value, "_is_protocol", False)
+        if isinstance(value, type)
+        and getattr(value, "_is_protocol", False)
+        and value.__module__ == contract.__name__
     }
     assert defined == set(PROTOCOLS)
 

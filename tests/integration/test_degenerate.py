@@ -99,7 +99,7 @@ def messages(record, text):
 )
 def test_condition_without_parameters_gets_weight_one(name, extra):
     callback, history, record = train_line(extra, name)
-    assert callback.traces["extra"] == 0.0
+    assert callback.statistics.traces["extra"] == 0.0
     # the others are still NTK weights: positive, finite, not all one
     for weights in history.weights:
         assert weights["extra"] == 1.0
@@ -117,7 +117,7 @@ def test_zero_trace_weights_leave_the_others_formula_intact():
     # With the mean reduction the others keep Tr(K)/n / (Tr(K_cc)/n_c),
     # Tr(K) summed over every condition, the zero one included.
     callback, history, _ = train_line(no_parameter_residual, "exact", steps=1)
-    traces = callback.traces
+    traces = callback.statistics.traces
     sizes = {"D": 16, "ends": 2, "extra": 16}
     mean_diag = sum(traces.values()) / sum(sizes.values())
     for name in ("D", "ends"):

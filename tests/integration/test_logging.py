@@ -114,10 +114,10 @@ def test_training_gives_finite_positive_logged_weights(tmp_path, kind, name):
     ]
     every = solver.weighting.refresh_every_n_steps
     assert refreshes == [float(t // every + 1) for t in range(steps)]
-    weights = ntk_callback(trainer).weights
+    weights = ntk_callback(trainer).statistics.weights
     assert set(weights) == set(conditions)
     if name == "predictor-full-kernel":
-        kernel = ntk_callback(trainer).kernel
+        kernel = ntk_callback(trainer).statistics.kernel
         n = sum(
             len(c.input) * (2 if c.name == "t0" else 1)
             for c in solver.problem.conditions.values()

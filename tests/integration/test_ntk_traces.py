@@ -82,7 +82,9 @@ def test_exact_traces_inside_training_step_are_at_theta_t():
     trainer.train()
     callback = ntk_callback(trainer)
     for name, value in expected.items():
-        assert callback.traces[name] == pytest.approx(value, rel=1e-5)
+        assert callback.statistics.traces[name] == pytest.approx(
+            value, rel=1e-5
+        )
 
 
 def test_derivative_only_condition_ignores_output_bias(float64):
@@ -261,7 +263,7 @@ def test_chunk_size_does_not_change_the_sketch():
         )
         trainer = make_trainer(solver, steps=3)
         trainer.train()
-        return ntk_callback(trainer).weights
+        return ntk_callback(trainer).statistics.weights
 
     whole, chunked = weights(None), weights(7)
     for name in whole:

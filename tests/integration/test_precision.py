@@ -35,7 +35,7 @@ def step_zero_traces(name, precision):
     else:
         trainer = make_trainer(solver, steps=1, precision=precision)
         trainer.train()
-    return torch.tensor(list(ntk_callback(trainer).traces.values()))
+    return torch.tensor(list(ntk_callback(trainer).statistics.traces.values()))
 
 
 def traces_under_autocast(name, dtype):

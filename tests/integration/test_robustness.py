@@ -147,7 +147,7 @@ def test_exactly_zero_residual_entries(name):
         last.bias.zero_()
     trainer = make_trainer(solver, steps=1)
     trainer.train()
-    weights = ntk_callback(trainer).weights
+    weights = ntk_callback(trainer).statistics.weights
     assert all(math.isfinite(w) and w > 0 for w in weights.values())
 
 
@@ -165,7 +165,7 @@ def test_frozen_parameters_are_left_out_of_the_kernel():
         assert frozen[name] < full[name]
     trainer = make_trainer(solver, steps=2)
     trainer.train()
-    assert all(w > 0 for w in ntk_callback(trainer).weights.values())
+    assert all(w > 0 for w in ntk_callback(trainer).statistics.weights.values())
 
 
 @pytest.mark.parametrize("name", ["exact", *SKETCHES])
@@ -180,7 +180,7 @@ def test_parameter_unused_by_every_condition(name):
         assert float(got[key]) == pytest.approx(value, rel=1e-6)
     trainer = make_trainer(solver, steps=2)
     trainer.train()
-    assert all(w > 0 for w in ntk_callback(trainer).weights.values())
+    assert all(w > 0 for w in ntk_callback(trainer).statistics.weights.values())
 
 
 # -------------------------------------------------------------- conditions
@@ -221,7 +221,7 @@ def test_single_point_condition_matches_exact_traces():
     trainer = make_trainer(solver, steps=1)
     trainer.train()
     for name, value in expected.items():
-        assert ntk_callback(trainer).traces[name] == pytest.approx(
+        assert ntk_callback(trainer).statistics.traces[name] == pytest.approx(
             value, rel=1e-5
         )
 
@@ -269,7 +269,11 @@ def test_inverse_problem_unknowns_stay_out_of_the_kernel():
     mu_before = float(problem.unknown_parameters["mu"].detach())
     trainer = make_trainer(solver, steps=3)
     trainer.train()
-    assert set(ntk_callback(trainer).weights) == {"D", "left", "data"}
+    assert set(ntk_callback(trainer).statistics.weights) == {
+        "D",
+        "left",
+        "data",
+    }
     assert (
         float(problem.unknown_parameters["mu"].detach()) != mu_before
     )  # still trained
@@ -291,12 +295,18 @@ def test_float64_end_to_end(float64, name):
     trainer = make_trainer(solver, steps=3)
     trainer.train()
     callback = ntk_callback(trainer)
-    assert callback.statistics.weight_tensor.dtype == torch.float64
+    assert all(
+        w.dtype == torch.float64
+        for w in callback.statistics.weight_tensors.values()
+    )
     assert callback.statistics.trace_buffer.dtype == torch.float64
     saved = solver.weighting.last_saved_weights()
     assert all(w.dtype == torch.float64 for w in saved.values())
     # computed in float64, not in float32 and stored as float64: none of
     # the traces and weights (three conditions) is a float32 value
-    values = [*callback.traces.values(), *callback.weights.values()]
+    values = [
+        *callback.statistics.traces.values(),
+        *callback.statistics.weights.values(),
+    ]
     assert len(values) == 6
     assert not any(float32_exact(v) for v in values), values

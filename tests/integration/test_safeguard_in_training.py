@@ -20,7 +20,9 @@ class BudgetCheck(lightning.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, idx):
         guard = pl_module.weighting.safeguard
-        step = ntk_callback(trainer).step  # already advanced to t + 1
+        step = ntk_callback(
+            trainer
+        ).statistics.step  # already advanced to t + 1
         assert guard.total.item() <= guard.h(max(step - 2, 0)) + 1e-12
         self.steps += 1
 

@@ -164,7 +164,7 @@ class TraceHistory(lightning.Callback):
         self.traces = []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, idx):
-        self.traces.append(ntk_callback(trainer).traces)
+        self.traces.append(ntk_callback(trainer).statistics.traces)
 
 
 @pytest.mark.parametrize("estimator", ["predictor", "parameter"])

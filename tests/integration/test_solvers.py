@@ -13,6 +13,7 @@ from pina.solver import (
 )
 
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
+from pina_ntk.integration.recording import ResidualRecorder
 
 from helpers import make_problem, make_trainer, mlp, ntk_callback
 
@@ -43,7 +44,7 @@ def test_physics_informed_solver_variants(solver_cls, kind, every):
     )
     trainer = make_trainer(solver, steps=3)
     trainer.train()
-    weights = ntk_callback(trainer).weights
+    weights = ntk_callback(trainer).statistics.weights
     assert set(weights) == set(problem.conditions)
     assert all(math.isfinite(w) and w > 0 for w in weights.values())
     assert ntk_callback(trainer).statistics.refreshes == (
@@ -63,16 +64,17 @@ def test_causal_solver_kernel_covers_every_time_slice():
     )
     trainer = make_trainer(solver, steps=1)
     recorder_calls = []
-    original = NTKCallback.weights_for_step
+    original = ResidualRecorder.blocks
 
-    def spy(self, losses):
-        recorder_calls.append([n for n, _, _ in self._recorder.calls])
-        return original(self, losses)
+    def spy(self, names):
+        # the due step takes the recorded residuals: what was recorded then
+        recorder_calls.append([n for n, _, _ in self.calls])
+        return original(self, names)
 
-    NTKCallback.weights_for_step = spy
+    ResidualRecorder.blocks = spy
     try:
         trainer.train()
     finally:
-        NTKCallback.weights_for_step = original
+        ResidualRecorder.blocks = original
     # the causal solver evaluates its interior residual once per time slice
     assert recorder_calls[0].count("D") == 4

@@ -67,7 +67,7 @@ def test_samples_are_drawn_every_k_steps(estimator, deferred):
 
 
 def ntk_callback_refreshes(weighting):
-    return weighting.driver.statistics.refreshes
+    return weighting.driver.refreshes
 
 
 @pytest.mark.parametrize("deferred", [True, False])
@@ -169,7 +169,9 @@ def test_float64_training_with_spaced_samples(float64):
     weights, trainer = train(weighting, steps=5)
     statistics = ntk_callback(trainer).statistics
     assert statistics.trace_buffer.dtype == torch.float64
-    assert statistics.weight_tensor.dtype == torch.float64
+    assert all(
+        w.dtype == torch.float64 for w in statistics.weight_tensors.values()
+    )
     assert all(
         math.isfinite(w) and w > 0 for step in weights for w in step.values()
     )

@@ -16,8 +16,8 @@ def test_larger_kernel_trace_gets_smaller_weight():
     solver = make_solver("wave", weighting=NTKWeighting())
     trainer = make_trainer(solver, steps=1)
     trainer.train()
-    weights = ntk_callback(trainer).weights
-    traces = ntk_callback(trainer).traces
+    weights = ntk_callback(trainer).statistics.weights
+    traces = ntk_callback(trainer).statistics.traces
     columns = {"D": 1, "boundary": 1, "t0": 2}
     mean_diag = {
         c: traces[c] / (len(solver.problem.conditions[c].input) * columns[c])
@@ -73,7 +73,7 @@ def test_batches_update_once_per_optimisation_step():
     steps = trainer.global_step  # the optimiser's count, not a hook's
     assert steps > 2  # more than one batch per epoch
     assert len(history.weights) == steps
-    assert ntk_callback(trainer).step == steps
+    assert ntk_callback(trainer).statistics.step == steps
     # the refresh counter of every step: one more sample per step
     refreshes = [m["ntk_refreshes"] for m in history.metrics]
     assert refreshes == [float(t + 1) for t in range(steps)]
@@ -125,4 +125,4 @@ def test_validation_uses_training_weights():
         assert trained == history.weights[step]
         assert validated == history.weights[step]
     assert history.weights[0] != history.weights[2]  # the check can fail
-    assert ntk_callback(trainer).step == 3
+    assert ntk_callback(trainer).statistics.step == 3

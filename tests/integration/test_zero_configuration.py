@@ -29,8 +29,8 @@ def test_a_plain_trainer_gets_one_callback_that_logs(tmp_path, name):
     trainer = make_trainer(solver, steps=4, ntk=False, logger=logger)
     trainer.train()
     (callback,) = ntk_callbacks(trainer)
-    assert solver.weighting.driver is callback
-    assert callback.step == 4
+    assert solver.weighting.driver is callback.statistics
+    assert callback.statistics.step == 4
     with open(f"{logger.log_dir}/metrics.csv") as handle:
         rows = list(csv.DictReader(handle))
     # the default interval: PINA's full-batch Trainer sets
@@ -41,7 +41,9 @@ def test_a_plain_trainer_gets_one_callback_that_logs(tmp_path, name):
     # a second fit on the same trainer reuses it
     trainer.fit_loop.max_epochs = 6
     trainer.train()
-    assert ntk_callbacks(trainer) == [callback] and callback.step == 6
+    assert (
+        ntk_callbacks(trainer) == [callback] and callback.statistics.step == 6
+    )
 
 
 def test_an_explicit_callback_is_used_instead_never_twice():
@@ -50,7 +52,7 @@ def test_an_explicit_callback_is_used_instead_never_twice():
     trainer = make_trainer(solver, steps=3, callbacks=[explicit], ntk=False)
     trainer.train()
     assert ntk_callbacks(trainer) == [explicit]
-    assert solver.weighting.driver is explicit
+    assert solver.weighting.driver is explicit.statistics
 
 
 def test_a_solver_that_never_offers_the_callback_says_how_to_fix_it():

@@ -293,8 +293,10 @@ def test_resampling_works_with_sketched_ntk_weights():
     ntk = NTKCallback()
     solver = small_solver(problem, SketchNTKWeighting(warmup_samples=4))
     make_trainer(solver, 3, [ResampleCallback(counts={"pde": 12}), ntk]).train()
-    assert set(ntk.weights) == set(problem.conditions)
-    assert all(math.isfinite(w) and w > 0 for w in ntk.weights.values())
+    assert set(ntk.statistics.weights) == set(problem.conditions)
+    assert all(
+        math.isfinite(w) and w > 0 for w in ntk.statistics.weights.values()
+    )
 
 
 def test_full_kernel_refuses_resampled_points():
