@@ -1,25 +1,13 @@
 """The harness every benchmark script in ``benchmarks/`` shares.
 
-* **Workers.** :func:`run_worker` runs ``"module:function"`` jobs in a
-  fresh Python process (this file with ``--worker``), so runs share no
-  allocator or thread state; :func:`map_jobs` runs picklable jobs in
-  ``--workers`` spawned processes at once, handing each result over as it
-  ends (the scripts rewrite their JSON results file after each). Both pin
-  torch, OpenMP and MKL to the given threads.
-* **Probes.** :class:`StepTimer` (wall time of each training batch) and
-  :class:`MemoryProbe` (peak extra tensor memory of a training run).
-* **Results.** One JSON document per page: ``parts`` (the provenance of
-  each run that made it: :func:`provenance`), the study's numbers, and for
-  pages made of several runs (``--combine``) every run's own part.
-* **Pages.** Each script renders its markdown from that JSON alone, into
-  the block between :data:`BEGIN` and :data:`END` of its page (text
-  outside the block, such as verdicts, is written by people and kept), and
-  re-renders it with ``--from-json``. :func:`header_lines` states command,
-  date, hardware, versions and load, never a local path.
-* **Command line.** :func:`add_run_flags`: ``--workers``,
-  ``--machine-label``, ``--combine`` and ``--from-json``.
-
-How the wave-problem studies measure is described in
+Workers (:func:`run_worker`: jobs in a fresh process; :func:`map_jobs`: a
+pool of ``--workers`` processes, each result handed over as it ends), the
+probes :class:`StepTimer` and :class:`MemoryProbe`, results files (``parts``:
+each run's :func:`provenance`), pages (a generated block between
+:data:`BEGIN` and :data:`END`, rendered from the results alone; text
+around it is written by people; :func:`header_lines` states command, date,
+hardware, versions and load, never a local path), markdown tables and the
+shared flags (:func:`add_run_flags`). How the wave-problem studies measure:
 ``docs/benchmark-method.md``.
 """
 
@@ -56,9 +44,8 @@ DISTRIBUTIONS = ("torch", "pina-mathlab", "lightning", "pina-ntk")
 # ------------------------------------------------------------------ probes
 class StepTimer(Callback):
     """
-    Wall time of each training batch from ``on_train_batch_start`` to
-    ``on_train_batch_end``: forward pass, NTK work, backward pass and
-    optimiser step.
+    Wall time of each training batch (forward, NTK work, backward,
+    optimiser step).
 
     :param bool synchronize: Wait for queued CUDA work at both ends.
     """
@@ -85,12 +72,9 @@ class StepTimer(Callback):
 
 class MemoryProbe(Callback):
     """
-    Peak extra tensor memory of a training run, in bytes.
-
-    CPU: the peak running sum of the CPU allocator's events in torch's
-    profiler between ``on_train_start`` and ``on_train_end`` (the growth
-    above what was alive when training started). CUDA:
-    ``max_memory_allocated`` minus ``memory_allocated`` at the start.
+    Peak extra tensor memory of a training run, in bytes: on the CPU the
+    peak running sum of the allocator's events in torch's profiler, on
+    CUDA ``max_memory_allocated`` minus ``memory_allocated`` at the start.
 
     :param bool cuda: Measure CUDA memory instead of CPU memory.
     """
@@ -168,12 +152,9 @@ def _pin_threads(env, threads):
 
 def run_worker(task, workdir):
     """
-    Run one worker task in a fresh process and return its result envelope.
+    Run a task's ``jobs`` (``"module:function"`` of scripts here, in
+    order) in a fresh process with ``task["threads"]`` threads.
 
-    :param dict task: ``jobs`` (``"module:function"`` names of scripts in
-        this directory, run in order), ``threads`` and whatever the jobs
-        read.
-    :param str workdir: A directory for the result file.
     :return: ``{"results": {job: result}, "threads": torch threads}``.
     :rtype: dict
     :raises RuntimeError: If the worker fails (its output is included).
@@ -223,17 +204,10 @@ def _ignore_interrupts():
 
 def map_jobs(function, jobs, workers, on_result, threads=1):
     """
-    Run ``function(job)`` for every job in ``workers`` spawned processes,
-    calling ``on_result(job, result)`` in this process as each ends.
-
-    :param function: A module-level function (picklable).
-    :param list jobs: The jobs, in start order (longest first is best).
-    :param int workers: Processes at once.
-    :param on_result: Called with each job and its result; a job whose
-        worker raised gets ``{"worker_error": message}``.
-    :param int threads: Torch, OpenMP and MKL threads per worker.
-    :raises KeyboardInterrupt: After stopping the workers on Ctrl-C (the
-        results handed over so far are kept by the caller).
+    Run ``function(job)`` (module-level) for every job in ``workers``
+    spawned processes with ``threads`` threads, calling ``on_result(job,
+    result)`` here as each ends (``{"worker_error": ...}`` if it died). On
+    Ctrl-C the workers stop and ``KeyboardInterrupt`` is raised.
     """
     # Set before the workers import torch: they inherit the environment.
     _pin_threads(os.environ, threads)
@@ -283,26 +257,30 @@ def package_version(distribution):
         return "unknown"
 
 
+def public_path(path):
+    """
+    A path as a reader can use it: relative to the repository inside it,
+    else its last component only (a local folder says nothing to a reader).
+
+    :param str path: A path.
+    :rtype: str
+    """
+    path = os.path.abspath(path)
+    if os.path.commonpath([path, ROOT]) == ROOT:
+        return os.path.relpath(path, ROOT)
+    return os.path.basename(path.rstrip(os.sep))
+
+
 def public_command(script, argv):
     """
-    The command of a run as a reader can repeat it: paths inside the
-    repository relative to it, any other path by its last component only
-    (a local folder says nothing to a reader).
+    The command of a run as a reader can repeat it (absolute paths through
+    :func:`public_path`).
 
     :param str script: The script's file name in ``benchmarks/``.
     :param list argv: Its arguments.
     :rtype: str
     """
-    shown = []
-    for argument in map(str, argv):
-        if os.path.isabs(argument):
-            inside = os.path.commonpath([argument, ROOT]) == ROOT
-            argument = (
-                os.path.relpath(argument, ROOT)
-                if inside
-                else os.path.basename(argument.rstrip(os.sep))
-            )
-        shown.append(argument)
+    shown = [public_path(a) if os.path.isabs(a) else a for a in map(str, argv)]
     return shlex.join(["python", f"benchmarks/{script}", *shown])
 
 

@@ -179,7 +179,7 @@ def long_run(path):
         relative_l2=run["final_relative_l2"],
         machine=run["machine"],
         started=run["started"],
-        file=os.path.relpath(os.path.abspath(path), harness.ROOT),
+        file=harness.public_path(path),
     )
 
 

@@ -624,7 +624,11 @@ def problem_section(document, problem):
     first = next(iter(analysis["rows"].values()))["runs"]
     budget = analysis["budget"]
     budget = "—" if budget is None else f"{budget:.0f} s"
-    machines = {parts[r.get("part", 0)]["machine_label"] for r in runs}
+    machines = {
+        parts[r.get("part", 0)]["machine_label"]
+        for r in runs
+        if r["problem"] == problem
+    }
     lines = [
         "",
         f"## {problem}",
