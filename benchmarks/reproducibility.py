@@ -128,7 +128,7 @@ def train_burgers(weighted, steps=5):
     )
     trainer.train()
     if weighted:
-        return [torch.tensor(list(ntk.weights.values()))]
+        return [torch.tensor(list(ntk.statistics.weights.values()))]
     return list(solver.parameters())
 
 

@@ -276,7 +276,9 @@ def render(record):
             "",
             "## Long runs",
             "",
-            "`benchmarks/wave_long_run.py`: the tutorial's settings with the "
+            "`benchmarks/wave_long_run.py --paper-settings`: the tutorial's "
+            "settings as `pina-ntk wave --paper-settings` trains them "
+            "(parameter-space sketch, no safeguard) with the "
             "learning-rate schedule stretched to the run, one process per "
             "PINN, one torch thread; results in "
             + ", ".join(f"`{r['file']}`" for r in record["long_runs"])

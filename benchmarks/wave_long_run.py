@@ -30,17 +30,22 @@ from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
 from pina_ntk.paper.problems import WaveProblem
 
 
-def long_run_settings(steps, weighting, seed, **overrides):
+def long_run_settings(steps, weighting, seed, paper=False, **overrides):
     """
     The tutorial's settings over ``steps`` steps, the schedule stretched.
 
     :param int steps: Adam steps.
     :param str weighting: ``"none"``, ``"exact"`` or ``"sketch"``.
     :param int seed: The seed.
+    :param bool paper: The settings of the earlier runs
+        (:meth:`~pina_ntk.paper.experiments.settings.ExperimentSettings.paper`,
+        as ``pina-ntk --paper-settings``) instead of the weightings'
+        defaults; the committed long runs used them.
     :return: The settings.
     :rtype: WaveSettings
     """
-    return WaveSettings(
+    build = WaveSettings.paper if paper else WaveSettings
+    return build(
         steps=steps,
         lr_decay_steps=max(1, steps // 10),
         weightings=(weighting,),
@@ -62,6 +67,12 @@ def main(argv=None):
         help="SketchNTKWeighting(sample_every_n_steps=...) (default: its)",
     )
     parser.add_argument("--estimator", default=None)
+    parser.add_argument(
+        "--paper-settings",
+        action="store_true",
+        help="the earlier runs' settings, as pina-ntk --paper-settings "
+        "(the committed docs/long-runs were trained with them)",
+    )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--output", required=True)
     args = parser.parse_args(argv)
@@ -72,7 +83,7 @@ def main(argv=None):
     if args.estimator is not None:
         overrides["estimator"] = args.estimator
     settings = long_run_settings(
-        args.steps, args.weighting, args.seed, **overrides
+        args.steps, args.weighting, args.seed, args.paper_settings, **overrides
     )
     _, _, points, exact = wave_grid(settings.grid)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
