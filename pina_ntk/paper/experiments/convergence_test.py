@@ -59,7 +59,8 @@ from pina.optim import TorchOptimizer
 from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
-from pina_ntk import NTKCallback, NTKWeighting
+from pina_ntk.integration.callback import NTKCallback
+from pina_ntk.integration.ntk_weighting import NTKWeighting
 from pina_ntk.integration.diagnostics_callback import NTKDiagnosticsCallback
 from pina_ntk.paper.experiments.training import make_trainer
 from pina_ntk.paper.figures import (
