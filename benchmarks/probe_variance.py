@@ -23,9 +23,10 @@ A moving average of rate ``alpha`` divides these by about
 ``sqrt(N)``.
 
 :Example:
-    Full run (about a minute on 2 cores)::
+    Full run, writing ``docs/probe-variance.json`` and the table of
+    ``docs/estimators.md``::
 
-        python benchmarks/probe_variance.py
+        python benchmarks/probe_variance.py --write
 
     Smoke run (seconds)::
 
@@ -53,7 +54,16 @@ from pina_ntk.paper.problems import WaveProblem
 # path (as the smoke test does) rather than run as a script.
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import markdown_table  # noqa: E402
+from harness import (  # noqa: E402
+    add_run_flags,
+    finish,
+    header_lines,
+    markdown_table,
+    provenance,
+    read_json,
+    write_json,
+    write_page,
+)
 
 
 def kernel_statistics(steps, seed, quick):
@@ -100,12 +110,18 @@ def kernel_statistics(steps, seed, quick):
     ]
 
 
-def render(rows):
-    """
-    The markdown table of :func:`kernel_statistics` rows.
+#: The page the table is part of, and the results file next to it.
+PAGE = os.path.join(os.path.dirname(__file__), "..", "docs", "estimators.md")
+RESULTS = os.path.join(os.path.dirname(PAGE), "probe-variance.json")
+SCRIPT = "probe_variance.py"
 
-    :param list rows: The rows.
-    :return: The table.
+
+def render(document):
+    """
+    The page's block: the run's provenance and the table of its rows.
+
+    :param dict document: The results (``parts``, ``rows``).
+    :return: The markdown block.
     :rtype: str
     """
     header = [
@@ -129,15 +145,19 @@ def render(rows):
             f"{r['balanced']:.2f}",
             f"{r['parameter']:.2f}",
         ]
-        for r in rows
+        for r in document["rows"]
     ]
-    lines = markdown_table(header, "rlrrrrrr", cells)
+    lines = []
+    for part in document["parts"]:
+        lines += header_lines(part)
+    lines += ["", *markdown_table(header, "rlrrrrrr", cells)]
     return "\n".join(lines)
 
 
 def main(argv=None):
     """
-    Run the study and print the table.
+    Run the study, print the table and, with ``--write``, write the results
+    file and the block of ``docs/estimators.md``.
 
     :param list argv: Arguments (default ``sys.argv[1:]``).
     :return: The exit status.
@@ -154,25 +174,45 @@ def main(argv=None):
     )
     parser.add_argument("--seed", type=int, default=0, help="default: 0")
     parser.add_argument(
-        "--threads", type=int, default=2, help="torch threads (default: 2)"
+        "--threads", type=int, default=1, help="torch threads (default: 1)"
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny network, seconds"
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write docs/probe-variance.json and the table in "
+        "docs/estimators.md",
+    )
+    add_run_flags(parser, workers=False, combine=False)
+    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    if args.from_json:
+        write_page(PAGE, SCRIPT, render(read_json(args.from_json)), "")
+        return 0
     if any(s < 1 for s in args.steps):
         parser.error("argument --steps: every value must be at least 1")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
+    part = provenance(
+        SCRIPT,
+        argv if argv is not None else sys.argv[1:],
+        args.machine_label,
+        device="cpu",
+        threads=args.threads,
+    )
     rows = []
     for steps in args.steps:
         rows += kernel_statistics(steps, args.seed, args.quick)
+    document = {"script": SCRIPT, "parts": [finish(part, start)], "rows": rows}
     print(
         "Relative standard deviation sqrt(Var)/Tr(K_cc) of one sketch of "
         "each block trace (Gaussian probes, exact):\n"
     )
-    print(render(rows))
-    print(f"\n{time.perf_counter() - start:.0f} s")
+    print(render(document))
+    if args.write:
+        write_json(RESULTS, document)
+        write_page(PAGE, SCRIPT, render(document), "")
     return 0
 
 

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import configurations  # noqa: E402
 import harness  # noqa: E402
+import probe_variance  # noqa: E402
 import spaced_samples  # noqa: E402
 import weightings  # noqa: E402
 
@@ -36,6 +37,12 @@ PAGES = [
 ] + [
     ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
     ("weightings.md", "weightings.json", "weightings.py", None),
+    (
+        "estimators.md",
+        "probe-variance.json",
+        "probe_variance.py",
+        lambda document, page: probe_variance.render(document),
+    ),
 ]
 
 
