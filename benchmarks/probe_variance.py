@@ -151,7 +151,7 @@ def render(document):
     for part in document["parts"]:
         lines += header_lines(part)
     lines += ["", *markdown_table(header, "rlrrrrrr", cells)]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
