@@ -106,6 +106,9 @@ def test_wheel_installs_and_runs_in_a_fresh_environment(wheel, tmp_path):
             str(python),
             "install",
             "--no-deps",
+            # the outer environment (seen through the .pth above) may hold
+            # pina-ntk already: install into the new one all the same
+            "--ignore-installed",
             "--quiet",
             "--no-warn-script-location",
             str(wheel),
