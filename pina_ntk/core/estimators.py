@@ -463,6 +463,7 @@ def parameter_space_block_traces(
     difference="forward",
     generator=None,
     residuals=None,
+    along=None,
 ):
     """
     Trace sketches from a random parameter displacement (no backward pass).
@@ -483,6 +484,12 @@ def parameter_space_block_traces(
     :param torch.Generator generator: Source of ``z``.
     :param residuals: ``R(theta)`` if already available (detached is fine).
     :type residuals: list[torch.Tensor]
+    :param along: ``(directions, nonzero)`` from
+        :func:`~pina_ntk.core.rayleigh.residual_directions`: then block ``c``
+        gives ``n_c (u_c · J_c z)^2``, unbiased for ``n_c u_c^T K_cc u_c``
+        (the Rayleigh statistic's effective trace; the plain trace sketch
+        where ``nonzero`` is ``False``). ``None`` (default): traces.
+    :type along: tuple
     :return: Shape ``(n_blocks,)``.
     :rtype: torch.Tensor
     """
@@ -509,7 +516,17 @@ def parameter_space_block_traces(
     else:
         base = _evaluate_detached(residual_fn, displace(params, z, -eps, theta))
         scale = 4 * eps**2
-    squared = torch.stack([_squared_norm(p - b) for p, b in zip(plus, base)])
+    moved = [p - b for p, b in zip(plus, base)]
+    squared = torch.stack([_squared_norm(m) for m in moved])
+    if along is not None:
+        directions, nonzero = along
+        projected = torch.stack(
+            [
+                m.numel() * (u * m).sum().square()
+                for u, m in zip(directions, moved)
+            ]
+        )
+        squared = torch.where(nonzero, projected, squared)
     return squared / scale
 
 

@@ -279,6 +279,8 @@ class KernelStatistics:
         # points. Block traces only involve diagonal kernel entries, so the
         # sums over ranks of local traces and entry counts are exactly those
         # of the union of the points; every rank then forms the same weights.
+        # (Rayleigh statistics couple the points: their sum over ranks is the
+        # entry-weighted mean of the ranks' quotients, see docs/weights.md.)
         sizes = self.global_sum(self.local_sizes(residuals))
         deferred = weighting.sample_after_backward
         if self._buffer is None or not deferred:

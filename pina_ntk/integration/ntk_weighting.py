@@ -2,8 +2,9 @@
 
 import math
 
-from ..core.checks import check_int, check_rate
+from ..core.checks import check_choice, check_int, check_rate
 from ..core.estimators import exact_block_traces
+from ..core.rayleigh import STATISTICS, exact_rayleigh_traces
 from .kernel_weighting import KernelWeighting
 
 #: Share of the training time in exact updates above which they warn.
@@ -42,6 +43,12 @@ class NTKWeighting(KernelWeighting):
         folds its traces in with rate ``1 - (1 - alpha)^n``,
         ``n = update_every_n_steps``. ``1`` (default) uses the latest exact
         traces alone (Algorithm 1).
+    :param str statistic: ``"trace"`` (default): the weights balance the
+        mean eigenvalues ``Tr(K_cc)/n_c``. ``"rayleigh"``: they balance the
+        Rayleigh quotients ``R_c^T K_cc R_c / ||R_c||^2`` of the current
+        residuals instead, the decay rates of the residual actually present
+        (:mod:`pina_ntk.core.rayleigh`); an update then costs one backward
+        pass per condition instead of one per residual entry.
     :raises ValueError: If an argument is out of range.
 
     :Example:
@@ -62,14 +69,17 @@ class NTKWeighting(KernelWeighting):
         weight_bounds=(1e-6, 1e6),
         chunk_size=1,
         alpha=1.0,
+        statistic="trace",
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
+        check_choice("statistic", statistic, STATISTICS)
         super().__init__(safeguard, weight_bounds)
         self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
         self.alpha = float(alpha)
+        self.statistic = statistic
 
     @property
     def update_every_n_steps(self):
@@ -101,10 +111,12 @@ class NTKWeighting(KernelWeighting):
         share = steps_per_update / (steps_per_update + period)
         if share <= EXACT_SHARE_WARNING:
             return None
+        work = f"differentiates the {entries} residual entries one by one"
+        if self.statistic == "rayleigh":
+            work = "takes one backward pass per condition"
         return (
             f"Exact NTK updates would take about {share:.0%} of the training "
-            f"time: one update differentiates the {entries} residual "
-            f"entries one by one ({refresh_seconds:.3g} s, about "
+            f"time: one update {work} ({refresh_seconds:.3g} s, about "
             f"{steps_per_update:.0f} training steps) and runs every "
             f"{period} step(s). Use NTKWeighting(update_every_n_steps="
             f"{math.ceil(steps_per_update)}) or more (half the time), or "
@@ -115,10 +127,16 @@ class NTKWeighting(KernelWeighting):
     def prepare_sample(self, params, residuals, generator, scales=None):
         """Exact block traces (they need the graph); see
         :meth:`KernelWeighting.prepare_sample`."""
-        traces = exact_block_traces(
-            residuals, list(params.values()), self.chunk_size
-        )
-        return {"traces": traces.detach()}
+        params = list(params.values())
+
+        def traces(blocks):
+            return exact_block_traces(blocks, params, self.chunk_size)
+
+        if self.statistic == "rayleigh":
+            found = exact_rayleigh_traces(residuals, params, traces)
+        else:
+            found = traces(residuals)
+        return {"traces": found.detach()}
 
     def complete_sample(self, residual_fn, params, prepared, generator):
         """Nothing left to evaluate; see

@@ -18,7 +18,8 @@ from ..core.estimators import (
     sample_probe,
     symmetrised_kernel_sketch,
 )
-from .kernel_weighting import KernelWeighting
+from ..core.rayleigh import STATISTICS, residual_directions, residual_probe
+from .kernel_weighting import KernelWeighting, block_sizes
 
 
 def _check_step_size(value):
@@ -117,6 +118,14 @@ class SketchNTKWeighting(KernelWeighting):
         once (fastest, most memory). Requires a model that treats points
         independently (PINA's feed-forward models do; batch normalisation
         in training mode does not). Default ``128``.
+    :param str statistic: ``"trace"`` (default): samples of ``Tr(K_cc)``,
+        the paper's weights. ``"rayleigh"``: samples of the Rayleigh
+        quotient ``R_c^T K_cc R_c / ||R_c||^2`` along the current residual,
+        at the same cost (:mod:`pina_ntk.core.rayleigh`): the predictor
+        probes along ``±R_c/||R_c||`` (``probe`` is then unused), the
+        parameter-space sketch projects its displacement on ``R_c``. The
+        weights then balance the decay rates of the residual actually
+        present, not those of an isotropic one. Not with ``full_kernel``.
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -143,6 +152,7 @@ class SketchNTKWeighting(KernelWeighting):
         sample_after_backward=True,
         evaluation_chunk_size=128,
         sample_every_n_steps=10,
+        statistic="trace",
     ):
         check_rate("alpha", alpha)
         check_int("sample_every_n_steps", sample_every_n_steps, 1)
@@ -153,10 +163,16 @@ class SketchNTKWeighting(KernelWeighting):
         check_bool("full_kernel", full_kernel)
         check_bool("balanced_probe", balanced_probe)
         check_bool("sample_after_backward", sample_after_backward)
+        check_choice("statistic", statistic, STATISTICS)
         if full_kernel and estimator != "predictor":
             raise ValueError(
                 "full_kernel=True needs estimator='predictor': the "
                 "parameter-space estimator gives block traces only."
+            )
+        if full_kernel and statistic != "trace":
+            raise ValueError(
+                "full_kernel=True needs statistic='trace': a probe along "
+                "the residual sketches one direction of the kernel, not all."
             )
         if seed is not None:
             check_int("seed", seed, 0)
@@ -175,6 +191,7 @@ class SketchNTKWeighting(KernelWeighting):
         self.seed = seed
         self.sample_after_backward = sample_after_backward
         self.evaluation_chunk_size = evaluation_chunk_size
+        self.statistic = statistic
 
     #: Finite differences need full-precision parameters.
     needs_full_precision = True
@@ -208,8 +225,14 @@ class SketchNTKWeighting(KernelWeighting):
         :meth:`KernelWeighting.prepare_sample`.
         """
         prepared = {"residuals": [r.detach() for r in residuals]}
+        rayleigh = self.statistic == "rayleigh"
+        if self.estimator == "parameter" and rayleigh:
+            prepared["along"] = residual_directions(residuals, generator)
         if self.estimator == "predictor":
-            probe = sample_probe(residuals, self.probe, generator, scales)
+            if rayleigh:
+                probe = residual_probe(residuals, generator, scales)
+            else:
+                probe = sample_probe(residuals, self.probe, generator, scales)
             prepared["probe"] = probe
             prepared["scales"] = scales
             prepared["direction"] = predictor_direction(
@@ -230,6 +253,7 @@ class SketchNTKWeighting(KernelWeighting):
                 self.difference,
                 generator,
                 prepared["residuals"],
+                prepared.get("along"),
             )
             return traces, None
         probe = prepared["probe"]
@@ -244,6 +268,8 @@ class SketchNTKWeighting(KernelWeighting):
         )
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
+        if self.statistic == "rayleigh":  # rho_c -> effective traces
+            traces = traces * block_sizes(prepared["residuals"])
         kernel = None
         if self.full_kernel:
             kernel = symmetrised_kernel_sketch(probe, product, scales)

@@ -52,6 +52,8 @@ def main(out_dir, devices, weighting):
     torch.set_num_threads(1)
     if weighting == "exact":
         weighting = NTKWeighting()
+    elif weighting == "exact-rayleigh":
+        weighting = NTKWeighting(statistic="rayleigh")
     elif weighting == "sketch-every-2":
         weighting = SketchNTKWeighting(
             alpha=0.3, warmup_samples=4, sample_every_n_steps=2

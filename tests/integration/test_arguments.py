@@ -40,6 +40,8 @@ from helpers import make_solver, make_trainer, mlp
         ({"full_kernel": "yes"}, "full_kernel"),
         ({"full_kernel": True, "estimator": "parameter"}, "full_kernel"),
         ({"balanced_probe": "yes"}, "balanced_probe"),
+        ({"statistic": "gradient"}, "statistic"),
+        ({"full_kernel": True, "statistic": "rayleigh"}, "statistic"),
         ({"safeguard": 3.0}, "safeguard"),
         ({"weight_bounds": (1.0, 0.5)}, "weight_bounds"),
         ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),
@@ -68,6 +70,7 @@ def test_sketch_weighting_arguments(kwargs, argument):
         ({"safeguard": "strict"}, "safeguard"),
         ({"alpha": 0.0}, "alpha"),
         ({"alpha": 1.5}, "alpha"),
+        ({"statistic": "Rayleigh"}, "statistic"),
     ],
 )
 def test_exact_weighting_arguments(kwargs, argument):

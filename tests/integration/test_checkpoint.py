@@ -107,6 +107,31 @@ def run_with_history(
             lambda: NTKWeighting(update_every_n_steps=2, alpha=0.5),
             False,
         ),
+        (
+            lambda: NTKWeighting(update_every_n_steps=2, statistic="rayleigh"),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                sample_every_n_steps=1,
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                statistic="rayleigh",
+            ),
+            False,
+        ),
+        (
+            lambda: SketchNTKWeighting(
+                alpha=0.3,
+                warmup_samples=3,
+                seed=5,
+                estimator="parameter",
+                sample_every_n_steps=2,
+                statistic="rayleigh",
+            ),
+            False,
+        ),
         # the callback the solver adds by itself (no NTKCallback passed)
         (lambda: NTKWeighting(update_every_n_steps=2), True),
         (
@@ -127,6 +152,9 @@ def run_with_history(
         "parameter-between-samples",
         "predictor-sample-due-at-resume",
         "exact-smoothed",
+        "exact-rayleigh",
+        "predictor-rayleigh",
+        "parameter-rayleigh-between-samples",
         "exact-automatic-callback",
         "sketch-automatic-callback",
     ],

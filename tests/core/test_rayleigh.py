@@ -1,0 +1,219 @@
+"""The Rayleigh statistic (``pina_ntk.core.rayleigh``): exact values against
+hand computations, both sketches unbiased within their variance, and a zero
+residual that falls back to the trace instead of dividing by zero."""
+
+import math
+
+import pytest
+import torch
+
+from pina_ntk.core.estimators import (
+    exact_block_traces,
+    kernel_probe_product,
+    parameter_space_block_traces,
+    predictor_block_traces,
+    predictor_direction,
+)
+from pina_ntk.core.rayleigh import (
+    exact_rayleigh_traces,
+    residual_directions,
+    residual_probe,
+)
+from pina_ntk.core.weights import guarded_weights
+
+SIZES = (2, 3)
+
+
+def linear_problem(zero_block=None):
+    """``R_c = J_c theta - b_c``: the kernel is ``J J^T`` exactly and the
+    finite differences are exact up to rounding."""
+    torch.manual_seed(1)
+    J = torch.randn(sum(SIZES), 4)
+    theta = torch.randn(4)
+    b = torch.randn(sum(SIZES))
+    if zero_block is not None:  # b_c = J_c theta: that residual is zero
+        start = sum(SIZES[:zero_block])
+        rows = slice(start, start + SIZES[zero_block])
+        b[rows] = J[rows] @ theta
+
+    def fn(params):
+        return list((J @ params["theta"] - b).split(SIZES))
+
+    params = {"theta": theta.clone().requires_grad_(True)}
+    return fn, params, J @ J.T
+
+
+def hand_rayleigh(kernel, residual):
+    """``n_c R_c^T K_cc R_c / ||R_c||^2`` per block, by hand."""
+    found = []
+    for c, r in enumerate(residual.split(SIZES)):
+        start = sum(SIZES[:c])
+        block = kernel[start : start + SIZES[c], start : start + SIZES[c]]
+        found.append(SIZES[c] * (r @ block @ r) / (r @ r))
+    return torch.stack(found)
+
+
+def test_exact_rayleigh_traces_match_the_hand_computation(float64):
+    fn, params, kernel = linear_problem()
+    residuals = fn(params)
+    theta = [params["theta"]]
+    found = exact_rayleigh_traces(residuals, theta, None)
+    expected = hand_rayleigh(kernel, torch.cat(residuals).detach())
+    assert torch.allclose(found, expected)
+    # between n_c times the extreme eigenvalues of each block, unlike a
+    # gradient norm it does not scale with the residual: twice the values
+    # with the same Jacobian give the same statistic
+    doubled = [r + r.detach() for r in residuals]
+    assert torch.allclose(exact_rayleigh_traces(doubled, theta, None), found)
+    for c, value in enumerate(found):
+        start = sum(SIZES[:c])
+        block = kernel[start : start + SIZES[c], start : start + SIZES[c]]
+        eigenvalues = torch.linalg.eigvalsh(block)
+        assert SIZES[c] * eigenvalues[0] <= value * (1 + 1e-12)
+        assert value <= SIZES[c] * eigenvalues[-1] * (1 + 1e-12)
+
+
+def test_a_zero_residual_takes_its_exact_trace(float64):
+    fn, params, kernel = linear_problem(zero_block=1)
+    residuals = fn(params)
+    theta = [params["theta"]]
+    assert float(residuals[1].detach().abs().max()) == 0.0
+
+    def trace_fn(blocks):
+        return exact_block_traces(blocks, theta)
+
+    found = exact_rayleigh_traces(residuals, theta, trace_fn)
+    assert torch.isfinite(found).all()
+    assert found[1] == pytest.approx(float(kernel[2:, 2:].trace()))
+    # and the weights formed from it stay finite and inside the bounds
+    weights, ok = guarded_weights(
+        found, torch.tensor(SIZES, dtype=found.dtype), torch.ones(2)
+    )
+    assert bool(ok) and torch.isfinite(weights).all()
+
+
+def test_residual_directions_are_unit_and_mark_zero_blocks(float64):
+    blocks = [torch.tensor([3.0, 4.0]), torch.zeros(3)]
+    generator = torch.Generator().manual_seed(0)
+    directions, nonzero = residual_directions(blocks, generator)
+    assert torch.allclose(directions[0], torch.tensor([0.6, 0.8]))
+    assert nonzero.tolist() == [True, False]
+    assert float(torch.linalg.vector_norm(directions[1])) == pytest.approx(1)
+
+
+def cross_term_variances(kernel, residual, scales):
+    """Exact variance of one predictor sample along the residual: the cross
+    terms ``(s_d / s_c) xi_c xi_d u_c^T K_cd u_d`` (``xi = ±1``), each with
+    variance ``(s_d / s_c)^2 (u_c^T K_cd u_d)^2``, times ``n_c^2``."""
+    units = [r / r.norm() for r in residual.split(SIZES)]
+    starts = [0, SIZES[0]]
+    found = []
+    for c in range(2):
+        total = 0.0
+        for d in range(2):
+            if d == c:
+                continue
+            block = kernel[
+                starts[c] : starts[c] + SIZES[c],
+                starts[d] : starts[d] + SIZES[d],
+            ]
+            total += (scales[d] / scales[c]) ** 2 * (
+                units[c] @ block @ units[d]
+            ) ** 2
+        found.append(SIZES[c] ** 2 * total)
+    return torch.stack(found)
+
+
+@pytest.mark.parametrize("scales", [None, (3.0, 0.5)])
+def test_predictor_along_the_residual_is_unbiased(float64, scales):
+    fn, params, kernel = linear_problem()
+    residuals = fn(params)
+    exact = hand_rayleigh(kernel, torch.cat(residuals).detach())
+    scale_tensor = None if scales is None else torch.tensor(scales)
+    generator = torch.Generator().manual_seed(0)
+    sizes = torch.tensor(SIZES, dtype=exact.dtype)
+    samples = []
+    for _ in range(400):
+        probe = residual_probe(residuals, generator, scale_tensor)
+        direction = predictor_direction(residuals, [params["theta"]], probe)
+        product = kernel_probe_product(
+            fn, params, probe, 1e-3, "forward", residuals, direction
+        )
+        samples.append(
+            predictor_block_traces(probe, product, scale_tensor) * sizes
+        )
+    samples = torch.stack(samples)
+    variance = cross_term_variances(
+        kernel, torch.cat(residuals).detach(), scales or (1.0, 1.0)
+    )
+    tolerance = 4 * (variance / len(samples)).sqrt() + 1e-9 * exact
+    assert ((samples.mean(0) - exact).abs() <= tolerance).all()
+    # the sample variance is the cross terms' (a check on the formula)
+    assert torch.allclose(samples.var(0), variance, rtol=0.3)
+
+
+def test_parameter_sketch_along_the_residual_is_unbiased(float64):
+    fn, params, kernel = linear_problem(zero_block=None)
+    residuals = [r.detach() for r in fn(params)]
+    exact = hand_rayleigh(kernel, torch.cat(residuals))
+    generator = torch.Generator().manual_seed(0)
+    along = residual_directions(residuals, generator)
+    count = 2000
+    samples = torch.stack(
+        [
+            parameter_space_block_traces(
+                fn, params, 1e-4, "central", generator, residuals, along
+            )
+            for _ in range(count)
+        ]
+    )
+    # n_c (u_c . J_c z)^2 is n_c rho_c times a chi-square with one degree
+    # of freedom: variance 2 (n_c rho_c)^2
+    tolerance = 4 * exact * math.sqrt(2 / count)
+    assert ((samples.mean(0) - exact).abs() <= tolerance).all()
+
+
+def test_parameter_sketch_of_a_zero_residual_samples_the_trace(float64):
+    fn, params, kernel = linear_problem(zero_block=1)
+    residuals = [r.detach() for r in fn(params)]
+    generator = torch.Generator().manual_seed(0)
+    along = residual_directions(residuals, generator)
+    assert along[1].tolist() == [True, False]
+    count = 2000
+    samples = torch.stack(
+        [
+            parameter_space_block_traces(
+                fn, params, 1e-4, "central", generator, residuals, along
+            )
+            for _ in range(count)
+        ]
+    )
+    trace = kernel[2:, 2:].trace()
+    # ||J_c z||^2 has variance 2 ||K_cc||_F^2
+    tolerance = 4 * math.sqrt(2 * float(kernel[2:, 2:].pow(2).sum()) / count)
+    assert float(samples[:, 1].mean()) == pytest.approx(
+        float(trace), abs=tolerance
+    )
+    assert torch.isfinite(samples).all()
+
+
+def test_predictor_along_a_zero_residual_samples_the_trace(float64):
+    fn, params, kernel = linear_problem(zero_block=1)
+    residuals = fn(params)
+    generator = torch.Generator().manual_seed(0)
+    samples = []
+    for _ in range(1000):
+        probe = residual_probe(residuals, generator)
+        direction = predictor_direction(residuals, [params["theta"]], probe)
+        product = kernel_probe_product(
+            fn, params, probe, 1e-3, "forward", residuals, direction
+        )
+        samples.append(predictor_block_traces(probe, product)[1] * SIZES[1])
+    samples = torch.stack(samples)
+    assert torch.isfinite(samples).all()
+    # a uniformly random unit direction u gives E[n u^T K u] = Tr(K); the
+    # tolerance is four standard errors of the seeded samples' mean
+    tolerance = 4 * float(samples.std()) / math.sqrt(len(samples))
+    assert float(samples.mean()) == pytest.approx(
+        float(kernel[2:, 2:].trace()), abs=tolerance
+    )
