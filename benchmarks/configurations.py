@@ -1,13 +1,11 @@
 """The wave-problem studies: what they compare, their settings, their page.
 
 Shared by ``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py`` and
-``overhead.py`` (all three together): the table rows (:data:`CONFIGS`), the
-seeded PINA solver of each row on ``AcousticWaveProblem``
-(:func:`build_solver`), the callback doing only a sketch's unavoidable work
-(:class:`UnavoidableWork`, the reference rows), the full and ``--quick``
-settings with their flags, the command line (:func:`study_main`) and the
-one renderer of their results (:func:`render`). ``docs/benchmark-method.md``
-describes what each row measures.
+``overhead.py`` (all three): the table rows (:data:`CONFIGS`) and their
+seeded solvers on PINA's ``AcousticWaveProblem`` (:func:`build_solver`),
+the settings and flags, the command line (:func:`study_main`) and the one
+renderer of their results (:func:`render`). What each row measures:
+``docs/benchmark-method.md``.
 """
 
 import argparse
@@ -95,31 +93,30 @@ QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, accuracy_checkpoints=[0, 5])
 QUICK.update(accuracy_seeds=2)
 #: Flags of the settings: name, help text, extra argparse options.
+# fmt: off
 SETTING_FLAGS = (
     ("steps", "measured steps per run", {}),
-    ("warmup", "discarded steps at the start of each run", {}),
+    ("warmup", "discarded steps at the start of each run (step 0 is the "
+     "warm start)", {}),
     ("rounds", "interleaved timing rounds", {}),
     ("threads", "torch intra-op threads in the workers", {}),
     ("widths", "hidden-layer widths", {"nargs": "+"}),
     ("depth", "hidden layers", {}),
-    (
-        "points",
-        "points of the conditions D, t0 and boundary",
-        {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")},
-    ),
+    ("points", "points of the conditions D, t0 and boundary",
+     {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")}),
     ("period", "steps between exact updates of the periodic row", {}),
     ("exact_steps", "measured steps of the exact-every-step row", {}),
     ("memory_steps", "steps of the memory runs", {}),
     ("accuracy_width", "width of the accuracy runs", {}),
-    (
-        "accuracy_checkpoints",
-        "steps where sketched and exact weights are compared",
-        {"nargs": "+"},
-    ),
+    ("accuracy_checkpoints",
+     "steps where sketched and exact weights are compared", {"nargs": "+"}),
     ("accuracy_seeds", "seeds (runs per estimator) of the accuracy study", {}),
     ("seed", "first seed: points, initial network and probes", {}),
 )
+# fmt: on
 SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
+#: The smallest value of each setting (of each entry of a list).
+MINIMA = dict(dict.fromkeys(SETTING_NAMES, 1), seed=0, accuracy_checkpoints=0)
 #: Page titles, by script.
 TITLES = {
     "overhead.py": "cost and accuracy of NTK loss weights in PINA",
@@ -127,33 +124,32 @@ TITLES = {
     "peak_memory.py": "peak extra memory of NTK loss weights in PINA",
     "sketch_accuracy.py": "accuracy of the sketched NTK loss weights in PINA",
 }
+#: The studies: the module whose ``JOB`` measures (in a worker) and whose
+#: ``summarise`` gives the page's numbers.
+STUDIES = {
+    "time": "step_time",
+    "memory": "peak_memory",
+    "accuracy": "sketch_accuracy",
+}
 
 
 # ------------------------------------------------------------ training
 def build_solver(task, key, safeguard="default"):
     """
-    A seeded wave-problem solver: the same points and initial network for
-    every configuration and round.
+    A seeded wave-problem solver of a configuration and the callbacks it
+    needs: the same points and initial network for every configuration.
 
     :param dict task: The worker task (``width``, ``depth``, ``points``,
         ``seed``, ``period``).
-    :param str key: The configuration.
-    :param safeguard: The pina_ntk safeguard setting.
-    :return: ``(solver, callbacks)``; ``callbacks`` holds the
-        :class:`~pina_ntk.NTKCallback` when the weighting needs it.
-    :rtype: tuple
+    :param safeguard: The pina_ntk weightings' safeguard setting.
+    :return: ``(solver, callbacks)``.
     """
     lightning.seed_everything(task["seed"], verbose=False)
     problem = AcousticWaveProblem()
     for domain, count in zip(DOMAINS, task["points"]):
         problem.discretise_domain(count, "random", domains=[domain])
-    model = FeedForward(
-        2,
-        1,
-        inner_size=task["width"],
-        n_layers=task["depth"],
-        func=torch.nn.Tanh,
-    )
+    network = dict(inner_size=task["width"], n_layers=task["depth"])
+    model = FeedForward(2, 1, func=torch.nn.Tanh, **network)
     spec = {k: s for k, _, s in CONFIGS}[key]
     weighting = None
     if spec is not None:
@@ -181,13 +177,11 @@ def build_solver(task, key, safeguard="default"):
 
 class UnavoidableWork(Callback):
     """
-    The extra work of a sketch without any of pina_ntk's bookkeeping, added
-    to unweighted training: the reference rows.
-
-    After the backward pass it evaluates every condition of the step once
-    more with PINA's own ``condition.evaluate``, as both estimators must.
-    With ``vjp`` it also runs, before the backward pass, one backward pass
-    for ``J^T g`` through the step's retained graph, as the predictor must.
+    The reference rows: unweighted training plus the extra work a sketch
+    cannot avoid, without pina_ntk's bookkeeping. After the backward pass
+    every condition of the step is evaluated once more (both estimators
+    must); with ``vjp``, before it, one backward pass for ``J^T g`` through
+    the step's graph (the predictor must).
 
     :param bool vjp: Add the predictor's backward pass.
     """
@@ -199,24 +193,20 @@ class UnavoidableWork(Callback):
         self._calls = None
 
     def setup(self, trainer, pl_module, stage):
-        """Watch the residuals when the backward pass needs them."""
-        if self.vjp:
+        if self.vjp:  # watch the residuals for the backward pass
             self._recorder = ResidualRecorder(pl_module)
             self._recorder.attach()
 
     def teardown(self, trainer, pl_module, stage):
-        """Restore the conditions' own ``evaluate``."""
         if self._recorder is not None:
             self._recorder.detach()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Keep the step's condition data for the extra evaluation."""
         self._calls = batch_calls(pl_module, batch)
         if self._recorder is not None:
             self._recorder.start()
 
     def on_before_backward(self, trainer, pl_module, loss):
-        """The predictor's backward pass for ``J^T g``."""
         if self._recorder is None:
             return
         residuals = self._recorder.residuals
@@ -225,7 +215,6 @@ class UnavoidableWork(Callback):
         self._recorder.stop()
 
     def on_after_backward(self, trainer, pl_module):
-        """One more evaluation of every condition of the step."""
         with torch.enable_grad():  # PINA's operators differentiate inputs
             for _, evaluate, data in self._calls:
                 evaluate(data, pl_module)
@@ -249,28 +238,11 @@ def config_label(key, settings):
 
 
 # -------------------------------------------------------- command line
-def _defaults(name, names):
-    """The help suffix giving a setting's full and ``--quick`` defaults."""
-
-    def show(settings):
-        value = settings[name]
-        if isinstance(value, list):
-            return " ".join(map(str, value))
-        if value is None:  # accuracy_width
-            return "first of --widths" if "widths" in names else "20/100"
-        return str(value)
-
-    return f" (default {show(FULL)}; --quick {show(QUICK)})"
-
-
 def resolve_settings(args):
     """
-    The run's settings: ``--quick`` or full defaults, overridden by flags.
+    The run's settings: the ``--quick`` or full defaults overridden by the
+    flags, ``accuracy_width`` resolved and ``accelerator`` added.
 
-    :param argparse.Namespace args: The parsed flags.
-    :return: Every setting of :data:`FULL`, with ``accuracy_width``
-        resolved and ``accelerator`` added.
-    :rtype: dict
     :raises ValueError: If a setting is out of range.
     """
     settings = dict(QUICK if args.quick else FULL)
@@ -279,58 +251,24 @@ def resolve_settings(args):
             settings[name] = getattr(args, name)
     if settings["accuracy_width"] is None:
         settings["accuracy_width"] = settings["widths"][0]
-    positive = ("steps", "rounds", "period", "exact_steps", "memory_steps")
-    positive += ("accuracy_seeds", "threads", "depth", "accuracy_width")
-    for name in positive:
-        if settings[name] < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1.")
-    if settings["warmup"] < 1:
-        raise ValueError("--warmup must be >= 1 (step 0 is the warm start).")
-    if len(settings["points"]) != len(DOMAINS) or min(settings["points"]) < 1:
-        raise ValueError("--points needs three positive counts: D t0 boundary.")
-    if min(settings["widths"]) < 1:
-        raise ValueError("--widths must be positive.")
-    if settings["seed"] < 0:
-        raise ValueError("--seed must be >= 0.")
-    if min(settings["accuracy_checkpoints"]) < 0:
-        raise ValueError("--accuracy-checkpoints must be steps >= 0.")
-    settings["accuracy_checkpoints"] = sorted(
-        set(settings["accuracy_checkpoints"])
-    )
+    for name, minimum in MINIMA.items():
+        value = settings[name]
+        if min(value if isinstance(value, list) else [value]) < minimum:
+            flag = name.replace("_", "-")
+            raise ValueError(f"--{flag} must be >= {minimum}.")
+    checkpoints = sorted(set(settings["accuracy_checkpoints"]))
+    settings["accuracy_checkpoints"] = checkpoints
+    settings["accelerator"] = args.device
     if args.device == "auto":
         settings["accelerator"] = "cuda" if torch.cuda.is_available() else "cpu"
-    else:
-        settings["accelerator"] = args.device
     return settings
-
-
-def problem_line(settings):
-    """The page's line on the problem and networks."""
-    interior, initial, boundary = settings["points"]
-    entries = interior + 2 * initial + boundary  # t0: value and velocity
-    return (
-        "Problem: PINA's `AcousticWaveProblem`, fixed random points "
-        f"{interior} / {initial} / {boundary} (`D` / `t0` / `boundary`; "
-        f"{entries} residual entries), tanh networks with "
-        f"{settings['depth']} hidden layers, seed {settings['seed']}"
-    )
-
-
-#: The studies: the module whose ``JOB`` measures (in a worker) and whose
-#: ``summarise`` gives the page's numbers.
-STUDIES = {
-    "time": "step_time",
-    "memory": "peak_memory",
-    "accuracy": "sketch_accuracy",
-}
 
 
 def measure(settings, workdir, log, studies):
     """
     Every worker of the studies: one per timing round and network; the last
     round's also measures memory (and at the accuracy width, accuracy)
-    after its timing runs, which saves process starts and changes no number
-    (``docs/benchmark-method.md``).
+    after its timing runs, which saves process starts and changes no number.
 
     :return: ``timing`` (``{width: [round results]}``), ``memory``
         (``{width: result}``), ``accuracy`` and the workers' ``threads``.
@@ -368,16 +306,21 @@ def measure(settings, workdir, log, studies):
 
 
 def summarise(results, settings, studies):
-    """
-    The page's numbers (see :func:`render`): each study's, the time and
-    memory of a row side by side, each network's targets together.
-    """
-    document = {"lines": [problem_line(settings)], "parameters": {}}
+    """The page's numbers (see :func:`render`): each study's, the time and
+    memory of a row side by side, each network's targets together."""
+    interior, initial, boundary = settings["points"]
+    entries = interior + 2 * initial + boundary  # t0: value and velocity
+    problem = (
+        "Problem: PINA's `AcousticWaveProblem`, fixed random points "
+        f"{interior} / {initial} / {boundary} (`D` / `t0` / `boundary`; "
+        f"{entries} residual entries), tanh networks with "
+        f"{settings['depth']} hidden layers, seed {settings['seed']}"
+    )
+    document = {"lines": [problem], "parameters": {}}
     targets = []
     for study in studies:
-        found = importlib.import_module(STUDIES[study]).summarise(
-            results, settings
-        )
+        module = importlib.import_module(STUDIES[study])
+        found = module.summarise(results, settings)
         document["lines"].append(found.pop("line"))
         document["parameters"].update(found.pop("parameters", {}))
         targets += found.pop("targets", [])
@@ -389,38 +332,37 @@ def summarise(results, settings, studies):
             document["rows"] = rows
         document.update(found)
     if targets:
-        widths = settings["widths"]
-        document["targets"] = sorted(
-            targets, key=lambda c: widths.index(c["width"])
-        )
+        order = settings["widths"].index
+        document["targets"] = sorted(targets, key=lambda c: order(c["width"]))
     return document
 
 
 def study_main(argv, script, names, studies, default_output=None):
     """
     The command line of a study: measure in worker processes, write the
-    results (``--output`` with the suffix ``.json``) and render the page
-    from them; ``--from-json`` renders an earlier run's results.
+    results (``--output`` with the suffix ``.json``) and the page rendered
+    from them (or from ``--from-json``).
 
-    :param argv: Command-line arguments (``sys.argv[1:]`` if ``None``).
-    :type argv: list[str] or None
-    :param str script: The script's file name.
     :param names: The settings the study takes as flags.
-    :type names: tuple[str]
     :param tuple studies: Keys of :data:`STUDIES`, in page order.
     :param default_output: The default page; ``None``: print only.
-    :type default_output: str or None
     :return: The process exit code.
-    :rtype: int
     """
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=f"The {TITLES[script]}.")
-    parser.add_argument("--quick", action="store_true", help="a smoke run")
+
+    def default(settings, name):
+        value = settings[name]
+        if value is None:  # accuracy_width
+            return "first of --widths" if "widths" in names else "20/100"
+        return " ".join(map(str, value)) if isinstance(value, list) else value
+
     for name, text, options in SETTING_FLAGS:
         if name in names:
+            text += f" (default {default(FULL, name)}; "
+            text += f"--quick {default(QUICK, name)})"
             flag = "--" + name.replace("_", "-")
-            help_text = text + _defaults(name, names)
-            parser.add_argument(flag, type=int, help=help_text, **options)
+            parser.add_argument(flag, type=int, help=text, **options)
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
@@ -433,7 +375,7 @@ def study_main(argv, script, names, studies, default_output=None):
         help="page to write; its results go to the same name with .json "
         f"(default {default_output or 'none: print only'})",
     )
-    harness.add_run_flags(parser, workers=False, combine=False)
+    harness.add_run_flags(parser)
     args = parser.parse_args(argv)
     if args.from_json:
         document = harness.read_json(args.from_json)
@@ -441,16 +383,12 @@ def study_main(argv, script, names, studies, default_output=None):
         try:
             settings = resolve_settings(args)
         except ValueError as error:
-            print(f"{script}: error: {error}", file=sys.stderr)
-            return 2
-        part = harness.provenance(
-            script,
-            argv,
-            args.machine_label,
-            device=settings["accelerator"],
-            workers=1,
-        )
+            parser.error(str(error))
         started = time.perf_counter()
+        device = settings["accelerator"]
+        part = harness.provenance(
+            script, argv, args.machine_label, device=device, workers=1
+        )
 
         def log(message):
             elapsed = time.perf_counter() - started
@@ -467,9 +405,8 @@ def study_main(argv, script, names, studies, default_output=None):
             "raw": results,
         }
         if args.output is not None:
-            harness.write_json(
-                os.path.splitext(args.output)[0] + ".json", document
-            )
+            path = os.path.splitext(args.output)[0] + ".json"
+            harness.write_json(path, document)
     block = render(document, args.output)
     if args.output is not None:
         title = f"Benchmark: {TITLES[document['script']]}"
@@ -480,10 +417,8 @@ def study_main(argv, script, names, studies, default_output=None):
 
 # --------------------------------------------------------------- page
 def method_link(output, anchor=""):
-    """
-    The link to ``docs/benchmark-method.md`` from a page at ``output``:
-    relative in the repository, the repository path otherwise.
-    """
+    """The link to ``docs/benchmark-method.md`` from a page at ``output``:
+    relative in the repository, the repository path otherwise."""
     target = "docs/benchmark-method.md"
     if output is not None:
         folder = os.path.dirname(os.path.abspath(output))
@@ -493,17 +428,14 @@ def method_link(output, anchor=""):
     return target + (f"#{anchor}" if anchor else "")
 
 
-def weighting_table(document):
+def weighting_table(document, time, memory):
     """The table with one row per network and configuration."""
-    rows = document["rows"]
-    time = any("time" in row for row in rows)
-    memory = any("memory" in row for row in rows)
     header = ["network", "weighting"]
     header += ["ms / step", "× unweighted", "range over rounds"] * time
     header += ["peak extra memory (MiB)", "× unweighted"] * memory
     depth = document["settings"]["depth"]
     cells = []
-    for row in rows:
+    for row in document["rows"]:
         count = document["parameters"][str(row["width"])]
         line = [f"{depth}×{row['width']} ({count:,} parameters)", row["label"]]
         if time:
@@ -512,21 +444,15 @@ def weighting_table(document):
         if memory:
             line += [fmt(row["memory"][0]), fmt(row["memory"][1])]
         cells.append(line)
-    return (
-        markdown_table(header, "ll" + "r" * (len(header) - 2), cells),
-        time,
-        memory,
-    )
+    return markdown_table(header, "ll" + "r" * (len(header) - 2), cells)
 
 
-def target_table(document):
+def target_table(document, with_reference):
     """The targets table; the reference column only where one is known."""
-    checks = document["targets"]
-    with_reference = any(c.get("reference") is not None for c in checks)
     header = ["network", "quantity", "measured", "target", "verdict"]
     header += ["unavoidable work alone"] * with_reference
     rows = []
-    for check in checks:
+    for check in document["targets"]:
         row = [
             f"{document['settings']['depth']}×{check['width']}",
             check["label"],
@@ -538,22 +464,21 @@ def target_table(document):
             reference = check.get("reference")
             row.append("—" if reference is None else f"{fmt(reference, 3)}×")
         rows.append(row)
-    align = "llrrl" + "r" * with_reference
-    return markdown_table(header, align, rows), with_reference
+    return markdown_table(header, "llrrl" + "r" * with_reference, rows)
 
 
 def accuracy_section(accuracy, output):
     """The accuracy section, from the page's numbers."""
-    checkpoints = accuracy["checkpoints"]
+    checkpoints, names = accuracy["checkpoints"], accuracy["names"]
     errors = [
         [label, *(fmt(v, 1) for v in values), fmt(largest, 1)]
         for label, values, largest in accuracy["errors"]
     ]
-    names = accuracy["names"]
     weights = [
         [label, *(fmt(v, 3) for v in exact + sketch)]
         for label, exact, sketch in accuracy["weights"]
     ]
+    columns = [f"`{n}` exact" for n in names] + [f"`{n}` sketch" for n in names]
     link = method_link(output, "accuracy-of-the-sketched-weights")
     return [
         "## Accuracy of the sketched weights",
@@ -572,13 +497,7 @@ def accuracy_section(accuracy, output):
         "run has its own exact reference):",
         "",
         *markdown_table(
-            [
-                "estimator",
-                *(f"`{n}` exact" for n in names),
-                *(f"`{n}` sketch" for n in names),
-            ],
-            "l" + "r" * (2 * len(names)),
-            weights,
+            ["estimator", *columns], "l" + "r" * len(columns), weights
         ),
     ]
 
@@ -592,7 +511,6 @@ def render(document, output=None):
         (per network and configuration: ``time`` = [ms, ratio, low, high],
         ``memory`` = [MiB, ratio]), ``targets`` and ``accuracy``.
     :param output: The page's path (for the method links), or ``None``.
-    :type output: str or None
     :return: The markdown block.
     :rtype: str
     """
@@ -603,43 +521,41 @@ def render(document, output=None):
         *harness.header_lines(document["parts"][0]),
         *(f"- {line}" for line in document["lines"]),
     ]
-    if "rows" in document:
-        table, time_rows, memory_rows = weighting_table(document)
-        links = {
-            a: method_link(output, a)
-            for a in ("time-per-step", "peak-extra-memory", "reference-rows")
-        }
+    rows = document.get("rows", [])
+    time, memory = (any(k in row for row in rows) for k in ("time", "memory"))
+    if rows:
         text = []
-        if time_rows:
+        if time:
             text.append(
                 "Time: median over rounds of the per-round ratio to the same "
                 "round's unweighted runs, and its range ([method]"
-                f"({links['time-per-step']}))"
+                f"({method_link(output, 'time-per-step')}))"
             )
-        if memory_rows:
+        if memory:
             text.append(
                 "memory: ratio to the unweighted run of the same network "
-                f"([method]({links['peak-extra-memory']}))"
+                f"([method]({method_link(output, 'peak-extra-memory')}))"
             )
-        if any(r["label"].startswith("*reference") for r in document["rows"]):
+        if any(r["label"].startswith("*reference") for r in rows):
             text.append(
                 f"rows in italics are the [reference rows]"
-                f"({links['reference-rows']})"
+                f"({method_link(output, 'reference-rows')})"
             )
         title = {(1, 1): "Time and memory", (1, 0): "Time per step"}
-        title = title.get((time_rows, memory_rows), "Peak extra memory")
+        title = title.get((time, memory), "Peak extra memory")
         intro = "; ".join(text)
         lines += ["", f"## {title}", "", intro[0].upper() + intro[1:] + ".", ""]
-        lines += table
+        lines += weighting_table(document, time, memory)
     if document.get("targets"):
-        table, with_reference = target_table(document)
-        link = method_link(output, "targets")
-        intro = f"[Targets]({link})"
+        checks = document["targets"]
+        with_reference = any(c.get("reference") is not None for c in checks)
+        intro = f"[Targets]({method_link(output, 'targets')})"
         if with_reference:
             intro += (
                 "; the last column is the ratio of the matching reference "
                 "row: the unavoidable part of the measured ratio"
             )
+        table = target_table(document, with_reference)
         lines += ["", "## Targets", "", intro + ".", "", *table]
     if "accuracy" in document:
         lines += ["", *accuracy_section(document["accuracy"], output)]

@@ -1,14 +1,10 @@
 """The harness every benchmark script in ``benchmarks/`` shares.
 
-Workers (:func:`run_worker`: jobs in a fresh process; :func:`map_jobs`: a
-pool of ``--workers`` processes, each result handed over as it ends), the
-probes :class:`StepTimer` and :class:`MemoryProbe`, results files (``parts``:
-each run's :func:`provenance`), pages (a generated block between
-:data:`BEGIN` and :data:`END`, rendered from the results alone; text
-around it is written by people; :func:`header_lines` states command, date,
-hardware, versions and load, never a local path), markdown tables and the
-shared flags (:func:`add_run_flags`). How the wave-problem studies measure:
-``docs/benchmark-method.md``.
+Workers (:func:`run_worker`, :func:`map_jobs`), the probes :class:`StepTimer`
+and :class:`MemoryProbe`, results files (``parts``: each run's
+:func:`provenance`), pages (a generated block between :data:`BEGIN` and
+:data:`END`, rendered from the results alone, with text around it written by
+people), markdown tables and the shared flags (:func:`add_run_flags`).
 """
 
 import argparse
@@ -43,12 +39,8 @@ DISTRIBUTIONS = ("torch", "pina-mathlab", "lightning", "pina-ntk")
 
 # ------------------------------------------------------------------ probes
 class StepTimer(Callback):
-    """
-    Wall time of each training batch (forward, NTK work, backward,
-    optimiser step).
-
-    :param bool synchronize: Wait for queued CUDA work at both ends.
-    """
+    """Wall time of each training step; ``synchronize`` waits for queued
+    CUDA work at both ends."""
 
     def __init__(self, synchronize=False):
         super().__init__()
@@ -62,22 +54,17 @@ class StepTimer(Callback):
         return time.perf_counter()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Start the clock."""
         self._start = self._now()
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        """Record the step's duration in seconds."""
         self.durations.append(self._now() - self._start)
 
 
 class MemoryProbe(Callback):
-    """
-    Peak extra tensor memory of a training run, in bytes: on the CPU the
-    peak running sum of the allocator's events in torch's profiler, on
-    CUDA ``max_memory_allocated`` minus ``memory_allocated`` at the start.
-
-    :param bool cuda: Measure CUDA memory instead of CPU memory.
-    """
+    """Peak extra tensor memory of a training run, in bytes: on the CPU the
+    peak running sum of the allocator's events in torch's profiler, with
+    ``cuda`` ``max_memory_allocated`` minus ``memory_allocated`` at the
+    start."""
 
     def __init__(self, cuda=False):
         super().__init__()
@@ -87,7 +74,6 @@ class MemoryProbe(Callback):
         self._base = 0
 
     def on_train_start(self, trainer, pl_module):
-        """Reset the peak statistics or start the profiler."""
         gc.collect()
         if self.cuda:
             torch.cuda.synchronize()
@@ -101,7 +87,6 @@ class MemoryProbe(Callback):
         self._profiler.start()
 
     def on_train_end(self, trainer, pl_module):
-        """Read the peak."""
         if self.cuda:
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - self._base
@@ -128,15 +113,9 @@ class MemoryProbe(Callback):
 
 
 def applied_weights(solver):
-    """
-    The condition weights a solver's weighting applied in its last step:
-    PINA's ``last_saved_weights()``, which pina-ntk's weightings implement
-    (the benchmarks read no state of :class:`~pina_ntk.NTKCallback`).
-
-    :param solver: A PINA solver.
-    :return: ``{condition: weight}``.
-    :rtype: dict
-    """
+    """``{condition: weight}`` a solver's weighting applied in its last
+    step, from PINA's ``last_saved_weights()`` (no state of the
+    :class:`~pina_ntk.NTKCallback`)."""
     saved = getattr(solver.weighting, "last_saved_weights", None)
     if saved is None:
         return {}
@@ -156,7 +135,6 @@ def run_worker(task, workdir):
     order) in a fresh process with ``task["threads"]`` threads.
 
     :return: ``{"results": {job: result}, "threads": torch threads}``.
-    :rtype: dict
     :raises RuntimeError: If the worker fails (its output is included).
     """
     result_path = os.path.join(workdir, f"result-{time.monotonic_ns()}.json")
@@ -258,13 +236,8 @@ def package_version(distribution):
 
 
 def public_path(path):
-    """
-    A path as a reader can use it: relative to the repository inside it,
-    else its last component only (a local folder says nothing to a reader).
-
-    :param str path: A path.
-    :rtype: str
-    """
+    """A path as a reader can use it: relative to the repository inside
+    it, else its last component only (a local folder says nothing)."""
     path = os.path.abspath(path)
     if os.path.commonpath([path, ROOT]) == ROOT:
         return os.path.relpath(path, ROOT)
@@ -272,45 +245,29 @@ def public_path(path):
 
 
 def public_command(script, argv):
-    """
-    The command of a run as a reader can repeat it (absolute paths through
-    :func:`public_path`).
-
-    :param str script: The script's file name in ``benchmarks/``.
-    :param list argv: Its arguments.
-    :rtype: str
-    """
+    """The command of a run of ``benchmarks/<script>`` as a reader can
+    repeat it (absolute paths through :func:`public_path`)."""
     shown = [public_path(a) if os.path.isabs(a) else a for a in map(str, argv)]
     return shlex.join(["python", f"benchmarks/{script}", *shown])
 
 
-def default_machine_label():
-    """:return: ``--machine-label``'s default. :rtype: str"""
-    return f"{cpu_model()}, {os.cpu_count()} logical CPUs"
-
-
 def provenance(script, argv, machine_label=None, **extra):
     """
-    Where, when and with what a run starts: the first part of its JSON.
+    Where, when and with what a run starts: the first part of its JSON
+    (:func:`finish` adds its end).
 
-    :param str script: The script's file name.
-    :param list argv: Its arguments.
     :param machine_label: A name for the machine (default: CPU model and
         CPUs).
-    :type machine_label: str or None
     :param extra: ``device``, ``workers``, ``threads`` and other entries.
-    :return: The part; :func:`finish` adds its end.
-    :rtype: dict
     """
-    gpu = None
-    if torch.cuda.is_available():
-        gpu = torch.cuda.get_device_name(0)
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    cpus = os.cpu_count()
     return {
         "command": public_command(script, argv),
         "date": now(),
-        "machine_label": machine_label or default_machine_label(),
+        "machine_label": machine_label or f"{cpu_model()}, {cpus} logical CPUs",
         "cpu": cpu_model(),
-        "cpus": os.cpu_count(),
+        "cpus": cpus,
         "gpu": gpu,
         "versions": {
             "python": platform.python_version(),
@@ -322,14 +279,8 @@ def provenance(script, argv, machine_label=None, **extra):
 
 
 def finish(part, started):
-    """
-    Add a run's duration and end load to its :func:`provenance`.
-
-    :param dict part: The run's part.
-    :param float started: ``time.perf_counter()`` at the run's start.
-    :return: ``part``.
-    :rtype: dict
-    """
+    """Add the duration since ``started`` (``time.perf_counter()``) and the
+    end load to a run's :func:`provenance`; return it."""
     part["duration_min"] = (time.perf_counter() - started) / 60
     part["load_end"] = list(os.getloadavg())
     return part
@@ -343,15 +294,9 @@ def now():
 
 
 def header_lines(part):
-    """
-    The provenance of one run: command, date, hardware (CPU model and
-    logical CPUs, GPU model), versions and load. Older results lack some
-    entries: what is missing is left out or said to be.
-
-    :param dict part: From :func:`provenance`.
-    :return: Markdown bullet lines.
-    :rtype: list[str]
-    """
+    """The markdown lines of a run's :func:`provenance`: command, date,
+    hardware, versions and load, never a local path (what older results
+    lack is left out or said to be)."""
     took = part.get("duration_min")
     took = "" if took is None else f" (run took {took:.1f} min)"
     hardware = part.get("cpu") or "CPU model not recorded"
@@ -394,13 +339,10 @@ def fmt(value, digits=2):
 
 def markdown_table(header, align, rows):
     """
-    A markdown table.
+    The lines of a markdown table.
 
-    :param list header: The column titles.
     :param str align: One letter per column, ``"l"`` or ``"r"``.
-    :param list rows: The rows, lists of cells (converted with ``str``).
-    :return: The table's lines.
-    :rtype: list[str]
+    :param list rows: Lists of cells (converted with ``str``).
     :raises ValueError: If ``align`` or a row does not match the header.
     """
     if len(align) != len(header) or set(align) - {"l", "r"}:
@@ -435,13 +377,8 @@ def read_json(path):
 
 
 def replace_block(text, begin, end, block):
-    """
-    ``text`` with what lies between the lines ``begin`` and ``end``
-    replaced by ``block``.
-
-    :return: The new text, or ``None`` when the markers are absent.
-    :rtype: str or None
-    """
+    """``text`` with what lies between the lines ``begin`` and ``end``
+    replaced by ``block``; ``None`` when the markers are absent."""
     start = text.find(begin + "\n")
     stop = text.find(end, start + 1)
     if start < 0 or stop < 0:
@@ -464,25 +401,27 @@ def read_block(path, begin, end):
 
 
 def write_page(path, script, block, title):
-    """
-    Write a rendered block into its page, keeping the text around it; a
-    new page gets ``title`` and the block.
-
-    :param str path: The page.
-    :param str script: The script's file name (for the markers).
-    :param str block: The rendered markdown.
-    :param str title: The page's title line, for a new page.
-    :raises ValueError: If the page exists without the markers.
-    """
+    """Write a script's rendered block into its page (a new page gets
+    ``title``)."""
     begin = BEGIN.format(script=script)
-    text = f"# {title}\n\n{begin}\n{END}\n"
-    if os.path.isfile(path):
+    write_block(path, begin, END, block, f"# {title}\n\n{begin}\n{END}\n")
+
+
+def write_block(path, begin, end, block, new=None):
+    """
+    Write ``block`` between the markers of a file, keeping the text around
+    it; a missing file is created from ``new``.
+
+    :raises ValueError: If the file has no markers.
+    """
+    text = new
+    if os.path.isfile(path) or new is None:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
-    text = replace_block(text, begin, END, block)
+    text = replace_block(text, begin, end, block)
     if text is None:
         # Never overwrite what people wrote around a page's numbers.
-        raise ValueError(f"{path} has no {begin} ... {END} block.")
+        raise ValueError(f"{path} has no {begin} ... {end} block.")
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
@@ -493,92 +432,90 @@ def page_block(path, script):
     return read_block(path, BEGIN.format(script=script), END)
 
 
-def add_run_flags(parser, workers=True, combine=True):
+def add_run_flags(parser, output_dir=None):
     """
-    The flags the scripts share: ``--machine-label``, ``--from-json`` and
-    (unless told otherwise) ``--workers`` and ``--combine``.
+    The flags the scripts share: ``--quick``, ``--machine-label`` and
+    ``--from-json``; with ``output_dir`` (the default of ``--output-dir``),
+    for the scripts of several runs, also ``--workers`` and ``--combine``.
 
     :param argparse.ArgumentParser parser: The script's parser.
     """
-    flags = [
-        (
-            "--machine-label",
-            {
-                "help": "a name for the machine, recorded with "
-                "the results (default: the CPU model and logical CPUs)"
-            },
-        ),
-        (
-            "--from-json",
-            {
-                "metavar": "JSON",
-                "help": "render the page from "
-                "this results file; trains nothing",
-            },
-        ),
-    ]
-    if workers:
-        flags.append(
-            (
-                "--workers",
-                {
-                    "type": int,
-                    "default": 2,
-                    "help": "worker processes at once, one torch thread each "
-                    "(default 2)",
-                },
-            )
-        )
-    if combine:
-        flags.append(
-            (
-                "--combine",
-                {
-                    "nargs": "+",
-                    "metavar": "JSON",
-                    "help": "render the results files of runs made elsewhere "
-                    "(each keeps its provenance) as one page",
-                },
-            )
-        )
-    for flag, options in flags:
-        parser.add_argument(flag, **options)
+    add = parser.add_argument
+    add("--quick", action="store_true", help="a smoke run")
+    add(
+        "--machine-label",
+        help="a name for the machine, recorded with the results (default: "
+        "the CPU model and logical CPUs)",
+    )
+    add(
+        "--from-json",
+        metavar="JSON",
+        help="render the page from this results file; trains nothing",
+    )
+    if output_dir is None:
+        return
+    add("--output-dir", default=output_dir, help="default: docs/")
+    add(
+        "--workers",
+        type=int,
+        default=2,
+        help="worker processes at once, one torch thread each (default 2)",
+    )
+    add(
+        "--combine",
+        nargs="+",
+        metavar="JSON",
+        help="render the results files of runs made elsewhere (each keeps "
+        "its provenance) as one page",
+    )
 
 
-def combine_documents(documents, key, identity):
+def combine_documents(documents, identity, command):
     """
-    One document of several runs' documents: their ``parts`` in order, and
-    their ``key`` lists joined, each entry marked with its part's index.
+    One document of several runs' documents: their ``parts`` in order and
+    their ``runs`` joined, each marked with its part's index.
 
-    :param list documents: Results documents with ``parts`` and ``key``.
-    :param str key: The list of runs (``"runs"``).
-    :param identity: ``identity(entry)``: what no two entries may share.
+    :param list documents: Results documents.
+    :param identity: ``identity(run)``: what no two runs may share.
+    :param str command: The combining command (``combined_by``).
     :return: The combined document (the first's other entries).
     :rtype: dict
-    :raises ValueError: If two documents hold the same entry.
+    :raises ValueError: If two documents hold the same run.
     """
-    combined = dict(documents[0], parts=[], **{key: []})
+    combined = dict(documents[0], parts=[], runs=[])
     seen = set()
     for document in documents:
         offset = len(combined["parts"])
         combined["parts"] += document["parts"]
-        for entry in document[key]:
-            if identity(entry) in seen:
-                raise ValueError(f"the run {identity(entry)} is in both.")
-            seen.add(identity(entry))
-            part = entry.get("part", 0) + offset
-            combined[key].append(dict(entry, part=part))
+        for run in document["runs"]:
+            if identity(run) in seen:
+                raise ValueError(f"the run {identity(run)} is in both.")
+            seen.add(identity(run))
+            combined["runs"].append(dict(run, part=run.get("part", 0) + offset))
+    combined["combined_by"] = command
     return combined
 
 
-def main(argv=None):
+def parts_lines(document, describe):
     """
-    The worker entry point: ``harness.py --worker TASK --result PATH``.
+    The provenance of each part of a document (headed ``Part i (...)`` by
+    ``describe(index, part)`` when there are several) and the command that
+    combined them.
 
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The process exit code.
-    :rtype: int
+    :rtype: list[str]
     """
+    lines, parts = [], document["parts"]
+    for index, part in enumerate(parts):
+        if len(parts) > 1:
+            lines += [f"Part {index + 1} ({describe(index, part)}):", ""]
+        lines += [*header_lines(part), ""]
+    if document.get("combined_by"):
+        lines += [f"Page: `{document['combined_by']}`", ""]
+    return lines
+
+
+def main(argv=None):
+    """The worker entry point: ``harness.py --worker TASK --result PATH``."""
     parser = argparse.ArgumentParser(
         description="Run benchmark jobs in this process (used by the "
         "benchmark scripts, not by hand)."

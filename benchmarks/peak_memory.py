@@ -1,21 +1,14 @@
 """Peak extra memory of PINA training with each NTK loss weighting.
 
-On PINA's ``AcousticWaveProblem`` with tanh networks of several widths,
-measures the peak extra tensor memory of a short training run of every
-configuration of :data:`configurations.CONFIGS` (reference rows included),
-relative to unweighted training, in one fresh single-threaded worker process
-per network, and checks the memory target (every sketch at most 1.3x).
-``docs/benchmark-method.md`` describes the method; ``overhead.py`` runs
-this study with the step-time and accuracy studies.
+Measures the peak extra tensor memory of a short training run of every row
+of :data:`configurations.CONFIGS` on PINA's ``AcousticWaveProblem``,
+relative to unweighted training, in one fresh single-threaded worker per
+network, and checks the memory target (every sketch at most 1.3x). Method:
+``docs/benchmark-method.md``; ``overhead.py`` runs it with the other two
+studies.
 
-:Example:
-    Smoke run::
-
-        python benchmarks/peak_memory.py --quick
-
-    Full run (prints the page; ``--output`` writes it and its results)::
-
-        python benchmarks/peak_memory.py --output memory.md
+    python benchmarks/peak_memory.py --quick
+    python benchmarks/peak_memory.py --output memory.md
 """
 
 import gc
@@ -36,18 +29,9 @@ MEMORY_TARGET_KEYS = configurations.SKETCH_KEYS
 
 
 def run_memory(task):
-    """
-    Peak extra memory of every configuration for one network width (a
-    worker job).
-
-    ``exact_every_step`` trains one step (already an exact step); the others
-    ``memory_steps`` steps, the first of which holds the exact update or the
-    sketch's warm start. An unmeasured unweighted step runs first.
-
-    :param dict task: The worker task (``width`` and the settings).
-    :return: ``{"peaks": {key: peak bytes}, "parameters": int}``.
-    :rtype: dict
-    """
+    """Peak extra memory of every row for one network (a worker job):
+    ``{"peaks": {key: bytes}, "parameters": int}``. Exact every step trains
+    one step, the others ``memory_steps``."""
     # One unmeasured step first, so that one-time allocations of the
     # process (CUDA context and cuBLAS workspace, lazily built buffers) are
     # not charged to the first measured run: in overhead.py the timing runs
@@ -78,13 +62,8 @@ def memory_ratio(peaks, key):
 
 
 def target_checks(width, peaks, settings):
-    """
-    The memory targets of one network, on the ratios rounded to the three
-    decimals the page shows.
-
-    :return: The checks (see :func:`configurations.render`).
-    :rtype: list[dict]
-    """
+    """The memory targets of one network, on the ratios rounded to the
+    three decimals the page shows."""
     return [
         dict(
             width=width,
@@ -116,40 +95,23 @@ def settings_line(settings):
 
 
 def summarise(results, settings):
-    """
-    The page's numbers: per network and configuration the peak in MiB and
-    its ratio to unweighted training; the targets.
-
-    :return: ``line``, ``parameters``, ``rows`` and ``targets`` (see
-        :func:`configurations.render`).
-    :rtype: dict
-    """
+    """The page's numbers (:func:`configurations.render`): per network and
+    row the peak in MiB and its ratio to unweighted training; the targets."""
     rows, targets, parameters = [], [], {}
     for width in settings["widths"]:
         peaks = results["memory"][width]["peaks"]
         parameters[str(width)] = results["memory"][width]["parameters"]
         for key in configurations.CONFIG_KEYS:
-            rows.append(
-                dict(
-                    width=width,
-                    key=key,
-                    label=configurations.config_label(key, settings),
-                    memory=[peaks[key] / 2**20, memory_ratio(peaks, key)],
-                )
-            )
+            memory = [peaks[key] / 2**20, memory_ratio(peaks, key)]
+            label = configurations.config_label(key, settings)
+            rows.append(dict(width=width, key=key, label=label, memory=memory))
         targets += target_checks(width, peaks, settings)
     line = settings_line(settings)
     return dict(line=line, parameters=parameters, rows=rows, targets=targets)
 
 
 def main(argv=None):
-    """
-    Run the study (or render ``--from-json``) and write its page.
-
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The process exit code.
-    :rtype: int
-    """
+    """Run the study (or render ``--from-json``) and write its page."""
     return configurations.study_main(
         argv, "peak_memory.py", SETTINGS, ("memory",)
     )

@@ -1,36 +1,19 @@
 """How noisy each trace sketch is on the wave tutorial's kernel.
 
-Trains the wave tutorial's unweighted PINN (the defaults of
-:class:`pina_ntk.paper.experiments.wave.WaveSettings`: 64 random Fourier
-features into a 3×128 tanh MLP, the paper's point counts drawn afresh every
-step) for each ``--steps`` value, computes the exact NTK on the last draw of
-points (:func:`pina_ntk.core.residual_functions.exact_kernel`, one backward
-pass per residual entry) and prints, per condition, the exact trace, the
-exact weight and the relative standard deviation ``sqrt(Var) / Tr(K_cc)`` of
-*one* sketch of the block trace
-(:func:`pina_ntk.core.estimators.sketch_variances`, exact for Gaussian
-probes):
+Trains the wave tutorial's unweighted PINN (``WaveSettings()``) for each
+``--steps`` value, computes the exact NTK on the last draw of points and
+gives, per condition, the exact trace and weight and the relative standard
+deviation ``sqrt(Var) / Tr(K_cc)`` of *one* sketch of the block trace
+(exact for Gaussian probes,
+:func:`pina_ntk.core.estimators.sketch_variances`) for the predictor sketch
+with a plain probe (``balanced_probe=False``) and a balanced one (scales
+from the exact traces) and for the parameter-space sketch. A moving average
+of rate ``alpha`` divides these by about ``sqrt((2 - alpha) / alpha)`` (45
+for ``alpha = 1e-3``) once it has run ``1/alpha`` steps; a warm start of
+``N`` samples by ``sqrt(N)``.
 
-* the predictor sketch with a plain probe (Algorithm 2 verbatim,
-  ``balanced_probe=False``),
-* the predictor sketch with a balanced probe, its scales taken from the
-  exact traces (:func:`pina_ntk.core.estimators.balanced_probe_scales`),
-* the parameter-space sketch.
-
-A moving average of rate ``alpha`` divides these by about
-``sqrt((2 - alpha) / alpha)`` (45 for ``alpha = 1e-3``) once it has run for
-``1/alpha`` steps; a warm start of ``N`` samples divides them by
-``sqrt(N)``.
-
-:Example:
-    Full run, writing ``docs/probe-variance.json`` and the table of
-    ``docs/estimators.md``::
-
-        python benchmarks/probe_variance.py --write
-
-    Smoke run (seconds)::
-
-        python benchmarks/probe_variance.py --quick
+    python benchmarks/probe_variance.py --write  # docs/probe-variance.json
+    python benchmarks/probe_variance.py --quick  # seconds
 """
 
 import argparse
@@ -54,29 +37,13 @@ from pina_ntk.paper.problems import WaveProblem
 # path (as the smoke test does) rather than run as a script.
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import (  # noqa: E402
-    add_run_flags,
-    finish,
-    header_lines,
-    markdown_table,
-    provenance,
-    read_json,
-    write_json,
-    write_page,
-)
+import harness  # noqa: E402
 
 
 def kernel_statistics(steps, seed, quick):
-    """
-    Exact traces, weights and single-sketch relative standard deviations
-    after ``steps`` unweighted training steps.
-
-    :param int steps: Adam steps of the unweighted PINN.
-    :param int seed: Seed of the network, the points and the training.
-    :param bool quick: The tutorial's quick settings (tiny network).
-    :return: One dict per condition.
-    :rtype: list[dict]
-    """
+    """Per condition: the exact trace and weight and the single-sketch
+    relative standard deviations after ``steps`` unweighted steps (with
+    ``quick``, of the tutorial's tiny network)."""
     overrides = dict(steps=steps, weightings=("none",), seed=seed)
     settings = (
         WaveSettings.quick(**overrides) if quick else WaveSettings(**overrides)
@@ -117,13 +84,7 @@ SCRIPT = "probe_variance.py"
 
 
 def render(document):
-    """
-    The page's block: the run's provenance and the table of its rows.
-
-    :param dict document: The results (``parts``, ``rows``).
-    :return: The markdown block.
-    :rtype: str
-    """
+    """The page's block: the run's provenance and the table of its rows."""
     header = [
         "steps",
         "condition",
@@ -149,20 +110,15 @@ def render(document):
     ]
     lines = []
     for part in document["parts"]:
-        lines += header_lines(part)
-    lines += ["", *markdown_table(header, "rlrrrrrr", cells)]
+        lines += harness.header_lines(part)
+    lines += ["", *harness.markdown_table(header, "rlrrrrrr", cells)]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None):
-    """
-    Run the study, print the table and, with ``--write``, write the results
-    file and the block of ``docs/estimators.md``.
-
-    :param list argv: Arguments (default ``sys.argv[1:]``).
-    :return: The exit status.
-    :rtype: int
-    """
+    """Run the study, print the table and, with ``--write``, write the
+    results file and the block of ``docs/estimators.md``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--steps",
@@ -177,42 +133,37 @@ def main(argv=None):
         "--threads", type=int, default=1, help="torch threads (default: 1)"
     )
     parser.add_argument(
-        "--quick", action="store_true", help="tiny network, seconds"
-    )
-    parser.add_argument(
         "--write",
         action="store_true",
         help="write docs/probe-variance.json and the table in "
         "docs/estimators.md",
     )
-    add_run_flags(parser, workers=False, combine=False)
-    args = parser.parse_args(argv if argv is not None else sys.argv[1:])
+    harness.add_run_flags(parser)
+    args = parser.parse_args(argv)
     if args.from_json:
-        write_page(PAGE, SCRIPT, render(read_json(args.from_json)), "")
+        document = harness.read_json(args.from_json)
+        harness.write_page(PAGE, SCRIPT, render(document), "")
         return 0
     if any(s < 1 for s in args.steps):
         parser.error("argument --steps: every value must be at least 1")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    part = provenance(
-        SCRIPT,
-        argv if argv is not None else sys.argv[1:],
-        args.machine_label,
-        device="cpu",
-        threads=args.threads,
+    part = harness.provenance(
+        SCRIPT, argv, args.machine_label, device="cpu", threads=args.threads
     )
     rows = []
     for steps in args.steps:
         rows += kernel_statistics(steps, args.seed, args.quick)
-    document = {"script": SCRIPT, "parts": [finish(part, start)], "rows": rows}
+    part = harness.finish(part, start)
+    document = {"script": SCRIPT, "parts": [part], "rows": rows}
     print(
         "Relative standard deviation sqrt(Var)/Tr(K_cc) of one sketch of "
         "each block trace (Gaussian probes, exact):\n"
     )
     print(render(document))
     if args.write:
-        write_json(RESULTS, document)
-        write_page(PAGE, SCRIPT, render(document), "")
+        harness.write_json(RESULTS, document)
+        harness.write_page(PAGE, SCRIPT, render(document), "")
     return 0
 
 

@@ -1,22 +1,15 @@
 """Accuracy of the sketched NTK loss weights along PINA training runs.
 
-On PINA's ``AcousticWaveProblem`` with a tanh network, trains one run per
-sketch estimator and seed (safeguard off, so the weights are the
-estimator's own) and compares, at chosen steps, the weights the sketch used
-with the exact weights at the parameters of that step of the same run; the
-exact weights' own change since step 0 is given for scale. Runs in one
-fresh single-threaded worker process. ``docs/benchmark-method.md``
-describes the method; ``overhead.py`` runs this study with the step-time
-and memory studies.
+On PINA's ``AcousticWaveProblem``, trains one run per sketch estimator and
+seed (safeguard off: the weights are the estimator's own) in a fresh
+single-threaded worker and compares, at chosen steps, the weights the
+sketch used with the exact weights at that step's parameters; the exact
+weights' own change since step 0 gives the scale. Method:
+``docs/benchmark-method.md``; ``overhead.py`` runs it with the other two
+studies.
 
-:Example:
-    Smoke run::
-
-        python benchmarks/sketch_accuracy.py --quick
-
-    Full run (prints the page; ``--output`` writes it and its results)::
-
-        python benchmarks/sketch_accuracy.py --output accuracy.md
+    python benchmarks/sketch_accuracy.py --quick
+    python benchmarks/sketch_accuracy.py --output accuracy.md
 """
 
 import gc
@@ -40,13 +33,8 @@ DRIFT_LABEL = "*for scale: exact weights' own change since step 0*"
 
 
 class ExactReference(Callback):
-    """
-    At chosen steps: the exact weights at the parameters of that step
-    (before its update) and the weights the sketch used in that same step.
-
-    :param checkpoints: Step indices, from 0.
-    :type checkpoints: list[int]
-    """
+    """At the ``checkpoints`` (steps from 0): the exact weights at the
+    step's parameters (before its update) and the weights the sketch used."""
 
     def __init__(self, checkpoints):
         super().__init__()
@@ -56,32 +44,21 @@ class ExactReference(Callback):
         self.sketch = {}
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Exact weights at ``theta_t`` on checkpoint steps."""
         if self.step in self.checkpoints:
             # With one full batch per step the solver's stored points are
             # the step's points, and the optimiser has not moved theta_t.
             self.exact[self.step] = solver_ntk_weights(pl_module, "exact")
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        """The sketch's weights of the same step."""
         if self.step in self.checkpoints:
             self.sketch[self.step] = harness.applied_weights(pl_module)
         self.step += 1
 
 
 def run_accuracy(task):
-    """
-    Sketched against exact weights along training runs, one per estimator
-    and seed (seeds ``seed, seed + 1, ...``: points, network and probes); a
-    worker job.
-
-    The safeguard is off so that the weights are the estimator's own.
-
-    :param dict task: The worker task (``width`` is the accuracy width).
-    :return: ``{key: [{"exact": {step: weights}, "sketch": {...}}, ...]}``,
-        one record per seed.
-    :rtype: dict
-    """
+    """Sketched and exact weights along runs of each estimator and seed
+    (``seed, seed + 1, ...``), a worker job: ``{key: [{"exact": {step:
+    weights}, "sketch": {...}}]}``, one record per seed."""
     checkpoints = task["accuracy_checkpoints"]
     result = {key: [] for key in ACCURACY_KEYS}
     for offset in range(task["accuracy_seeds"]):
@@ -105,26 +82,16 @@ def run_accuracy(task):
 
 
 def weight_error(estimate, reference):
-    """
-    ``max_c |estimate_c - reference_c| / reference_c``.
-
-    :param dict estimate: ``{condition: weight}``.
-    :param dict reference: ``{condition: weight}``, same conditions.
-    :rtype: float
-    """
+    """``max_c |estimate_c - reference_c| / reference_c`` of two
+    ``{condition: weight}``."""
     return max(
         abs(estimate[c] - reference[c]) / reference[c] for c in reference
     )
 
 
 def summarise_accuracy(accuracy):
-    """
-    Relative weight errors of each estimator, per checkpoint and seed.
-
-    :param dict accuracy: The accuracy worker's result.
-    :return: ``{key: {step: [error per seed]}}`` with ``step`` an int.
-    :rtype: dict
-    """
+    """Each estimator's relative weight errors: ``{key: {step: [error per
+    seed]}}``."""
     errors = {}
     for key, records in accuracy.items():
         errors[key] = {}
@@ -136,15 +103,8 @@ def summarise_accuracy(accuracy):
 
 
 def exact_drift(accuracy, key=ACCURACY_KEYS[0]):
-    """
-    How far the exact weights move from step 0 along the runs of ``key``:
-    ``max_c |w_exact(t) - w_exact(0)| / w_exact(0)``.
-
-    :param dict accuracy: The accuracy worker's result.
-    :param str key: The runs whose exact weights are used.
-    :return: ``{step: [change per seed]}`` with ``step`` an int.
-    :rtype: dict
-    """
+    """How far the exact weights move from step 0 along the runs of
+    ``key``: ``{step: [change per seed]}``."""
     drift = {}
     for record in accuracy[key]:
         exact = {int(t): w for t, w in record["exact"].items()}
@@ -165,13 +125,7 @@ def settings_line(settings):
 
 
 def section_numbers(accuracy, settings):
-    """
-    The accuracy section's numbers (see :func:`configurations.render`).
-
-    :param dict accuracy: The accuracy worker's result.
-    :param dict settings: The resolved settings.
-    :rtype: dict
-    """
+    """The accuracy section's numbers (see :func:`configurations.render`)."""
     checkpoints = settings["accuracy_checkpoints"]
     labelled = [
         (configurations.config_label(key, settings), errors)
@@ -215,13 +169,7 @@ def summarise(results, settings):
 
 
 def main(argv=None):
-    """
-    Run the study (or render ``--from-json``) and write its page.
-
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The process exit code.
-    :rtype: int
-    """
+    """Run the study (or render ``--from-json``) and write its page."""
     return configurations.study_main(
         argv, "sketch_accuracy.py", SETTINGS, ("accuracy",)
     )

@@ -1,17 +1,12 @@
 """Spaced sketch samples on the wave tutorial: accuracy against k.
 
-Trains the wave tutorial's sketch-NTK PINN (:class:`~pina_ntk.paper.
-experiments.wave.WaveSettings`: 64 Fourier features into a 3×128 tanh MLP,
-10,000 Adam steps, the paper's point counts resampled every step) with
-``SketchNTKWeighting(sample_every_n_steps=k)`` for each estimator, each ``k``
-and each seed, ``--workers`` processes at once, one torch thread each. Every
-``--error-every`` steps it records the relative L2 error on the 101×101 grid
-and, for seed 0, every ``--track-every`` steps the exact NTK weights at the
-run's parameters and points beside the sketched weights the run uses; those
-evaluations are excluded from the wall time. Writes ``spaced-samples.json``
-(every number, rewritten after each run), ``spaced-samples.md`` (the page,
-rendered from the JSON alone) and ``figures/spaced-samples-weights.png``
-into ``--output-dir``.
+Trains the wave tutorial's sketch-NTK PINN (``WaveSettings()``) with
+``SketchNTKWeighting(sample_every_n_steps=k)`` for each estimator, k and
+seed, ``--workers`` processes at once, one torch thread each, recording the
+relative L2 error every ``--error-every`` steps and, for seed 0, the exact
+NTK weights beside the sketched ones every ``--track-every`` steps (both
+outside the wall time). Writes ``spaced-samples.json`` (after each run),
+the page rendered from it and ``figures/spaced-samples-weights.png``.
 
     python benchmarks/spaced_samples.py --workers 2            # full study
     python benchmarks/spaced_samples.py --quick --output-dir /tmp/s  # smoke
@@ -20,7 +15,6 @@ into ``--output-dir``.
     python benchmarks/spaced_samples.py --every 10 50 --output-dir b
     python benchmarks/spaced_samples.py --combine a/spaced-samples.json \\
         b/spaced-samples.json --long-runs docs/long-runs/*.json
-    # the page again from the committed results
     python benchmarks/spaced_samples.py --from-json docs/spaced-samples.json
 """
 
@@ -43,14 +37,8 @@ TITLE = "Spaced sketch samples on the wave tutorial"
 
 
 def run_job(job):
-    """
-    Train one sketch-NTK PINN of the study (a worker's job).
-
-    :param dict job: ``estimator``, ``every``, ``seed``, ``steps``,
-        ``error_every``, ``track_every``, ``quick``.
-    :return: The run's numbers (JSON-serialisable).
-    :rtype: dict
-    """
+    """Train one sketch-NTK PINN of the study (a worker's job); return its
+    numbers."""
     import torch
 
     from pina_ntk import solver_ntk_weights
@@ -106,13 +94,7 @@ def run_job(job):
 
 
 def summarise(runs, parts):
-    """
-    Per (estimator, k): the seeds' errors and wall times, and the machines.
-
-    :param list runs: Results of :func:`run_job`, with their ``part``.
-    :param list parts: The document's parts (for the machine labels).
-    :rtype: list[dict]
-    """
+    """Per (estimator, k): the seeds' errors and wall times, the machines."""
     cells = {}
     for run in runs:
         cells.setdefault((run["estimator"], run["every"]), []).append(run)
@@ -135,13 +117,8 @@ def summarise(runs, parts):
 
 
 def weight_errors(runs):
-    """
-    Median over the tracked evaluations and conditions of
-    ``|log(w_sketch / w_exact)|`` per (estimator, k), seed 0.
-
-    :param list runs: Results of :func:`run_job`.
-    :rtype: dict
-    """
+    """Per (estimator, k), seed 0: the median over the tracked evaluations
+    and conditions of ``|log(w_sketch / w_exact)|``."""
     found = {}
     for run in runs:
         tracked = run["tracked"]
@@ -158,12 +135,7 @@ def weight_errors(runs):
 
 
 def long_run(path):
-    """
-    What the page shows of a ``benchmarks/wave_long_run.py`` result.
-
-    :param str path: Its JSON file.
-    :rtype: dict
-    """
+    """What the page shows of a ``wave_long_run.py`` results file."""
     run = harness.read_json(path)
     settings = run["settings"]
     name = run["weighting"]
@@ -184,13 +156,7 @@ def long_run(path):
 
 
 def render(record):
-    """
-    The page's generated block, from the results document alone.
-
-    :param dict record: As written to ``spaced-samples.json``.
-    :rtype: str
-    """
-    parts = record["parts"]
+    """The page's generated block, from the results document alone."""
     lines = [
         "Each run trains the wave tutorial's sketch-NTK PINN "
         "(`WaveSettings()`: 64 Fourier features into a 3×128 tanh MLP, "
@@ -199,13 +165,8 @@ def render(record):
         "process per run and one torch thread each; wall times exclude the "
         "error evaluations and the exact weights of the figure.",
         "",
+        *harness.parts_lines(record, lambda _, part: part["machine_label"]),
     ]
-    for index, part in enumerate(parts, 1):
-        if len(parts) > 1:
-            lines += [f"Part {index} ({part['machine_label']}):", ""]
-        lines += [*harness.header_lines(part), ""]
-    if record.get("combined_by"):
-        lines += [f"Page: `{record['combined_by']}`", ""]
     rows = []
     base = {r["estimator"]: r for r in record["summary"] if r["every"] == 1}
     for row in record["summary"]:
@@ -227,6 +188,10 @@ def render(record):
             ]
         )
     seeds = ", ".join(map(str, record["summary"][0]["seeds"]))
+    header = ["estimator", "k", "median relative L2", "range over seeds"]
+    header += [f"seeds ({seeds})", "median wall time (s)", "median vs k = 1"]
+    header.append("machine")
+    gaps = sorted(record["weight_errors"].items())
     lines += [
         "## Final relative L2 error",
         "",
@@ -236,20 +201,7 @@ def render(record):
         "measured in interleaved rounds by `benchmarks/step_time.py` "
         "(`docs/step-time.md`).",
         "",
-        *harness.markdown_table(
-            [
-                "estimator",
-                "k",
-                "median relative L2",
-                "range over seeds",
-                f"seeds ({seeds})",
-                "median wall time (s)",
-                "median vs k = 1",
-                "machine",
-            ],
-            "lrrrlrrl",
-            rows,
-        ),
+        *harness.markdown_table(header, "lrrrlrrl", rows),
         "",
         "Median over the tracked evaluations and conditions of "
         "|log(w_sketch / w_exact)|, seed 0 (exact weights at the run's own "
@@ -258,10 +210,7 @@ def render(record):
         *harness.markdown_table(
             ["run", "median log-ratio"],
             "lr",
-            [
-                [k, f"{v:.3f}"]
-                for k, v in sorted(record["weight_errors"].items())
-            ],
+            [[k, f"{v:.3f}"] for k, v in gaps],
         ),
         "",
         "## Sketched against exact weights",
@@ -272,6 +221,13 @@ def render(record):
         "same parameters and points.",
     ]
     if record.get("long_runs"):
+        header = ["PINN", "steps", "training time (s)", "relative L2"]
+        header.append("machine, started")
+        rows = [
+            [r["pinn"], r["steps"], f"{r['wall_time_s']:.0f}"]
+            + [f"{r['relative_l2']:.3e}", f"{r['machine']}, {r['started']}"]
+            for r in record["long_runs"]
+        ]
         lines += [
             "",
             "## Long runs",
@@ -284,26 +240,7 @@ def render(record):
             + ", ".join(f"`{r['file']}`" for r in record["long_runs"])
             + ".",
             "",
-            *harness.markdown_table(
-                [
-                    "PINN",
-                    "steps",
-                    "training time (s)",
-                    "relative L2",
-                    "machine, started",
-                ],
-                "lrrrl",
-                [
-                    [
-                        r["pinn"],
-                        r["steps"],
-                        f"{r['wall_time_s']:.0f}",
-                        f"{r['relative_l2']:.3e}",
-                        f"{r['machine']}, {r['started']}",
-                    ]
-                    for r in record["long_runs"]
-                ],
-            ),
+            *harness.markdown_table(header, "lrrrl", rows),
         ]
     return "\n".join(lines) + "\n"
 
@@ -329,10 +266,8 @@ def plot(runs, path):
     )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for run in tracked:
-        row, column = estimators.index(run["estimator"]), everys.index(
-            run["every"]
-        )
-        ax = axes[row][column]
+        row = estimators.index(run["estimator"])
+        ax = axes[row][everys.index(run["every"])]
         data = run["tracked"]
         for i, name in enumerate(data["exact"][0]):
             colour = colours[i % len(colours)]
@@ -378,16 +313,9 @@ def write_outputs(record, output_dir, figure=True):
 
 
 def main(argv=None):
-    """
-    Run the study, or combine or re-render results.
-
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The exit code.
-    :rtype: int
-    """
+    """Run the study, or combine or re-render results; the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run")
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--error-every", type=int, default=500)
     parser.add_argument(
@@ -410,10 +338,7 @@ def main(argv=None):
     )
     parser.add_argument("--every", nargs="+", type=int, default=EVERY)
     parser.add_argument("--seeds", nargs="+", type=int, default=SEEDS)
-    parser.add_argument(
-        "--output-dir", default=os.path.join(harness.ROOT, "docs")
-    )
-    harness.add_run_flags(parser)
+    harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
     args = parser.parse_args(argv)
     if args.from_json:
         record = harness.read_json(args.from_json)
@@ -421,12 +346,12 @@ def main(argv=None):
         harness.write_page(page, SCRIPT, render(record), TITLE)
         return 0
     if args.combine:
-        documents = [harness.read_json(path) for path in args.combine]
         record = harness.combine_documents(
-            documents, "runs", lambda r: (r["estimator"], r["every"], r["seed"])
+            [harness.read_json(path) for path in args.combine],
+            lambda r: (r["estimator"], r["every"], r["seed"]),
+            harness.public_command(SCRIPT, argv),
         )
         record["long_runs"] = [long_run(path) for path in args.long_runs]
-        record["combined_by"] = harness.public_command(SCRIPT, argv)
         write_outputs(record, args.output_dir)
         return 0
     if args.quick:

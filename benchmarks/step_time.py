@@ -1,30 +1,16 @@
 """Wall time of a PINA training step with each NTK loss weighting.
 
-On PINA's ``AcousticWaveProblem`` with tanh networks of several widths,
-measures the time of a training step of every configuration of
-:data:`configurations.CONFIGS` (unweighted, exact, the sketches, PINA's own NTK
-weighting and the two reference rows doing only a sketch's unavoidable
-work) relative to an unweighted step, in interleaved rounds of fresh
-single-threaded worker processes, and checks the time targets: a sample
-(k = 1) at most 0.15x above its reference row, and with a sample every
-k = 10 steps an amortised step at most 1.15x (predictor) and 1.10x
-(parameter-space) an unweighted one. ``docs/benchmark-method.md``
-describes the method; ``overhead.py`` runs this study with the memory and
+Times a training step of every row of :data:`configurations.CONFIGS` on
+PINA's ``AcousticWaveProblem`` relative to an unweighted step, in
+interleaved rounds of fresh single-threaded workers, and checks the time
+targets (:data:`SAMPLE_MARGIN`, :data:`AMORTISED_TARGETS`). Method:
+``docs/benchmark-method.md``; ``overhead.py`` runs it with the memory and
 accuracy studies.
 
-:Example:
-    Smoke run::
-
-        python benchmarks/step_time.py --quick
-
-    Full run (writes the page and its results, ``docs/step-time.json``)::
-
-        python benchmarks/step_time.py --output docs/step-time.md
-
-    The page again from the committed results::
-
-        python benchmarks/step_time.py --from-json docs/step-time.json \
-            --output docs/step-time.md
+    python benchmarks/step_time.py --quick
+    python benchmarks/step_time.py --output docs/step-time.md
+    python benchmarks/step_time.py --from-json docs/step-time.json \\
+        --output docs/step-time.md
 """
 
 import gc
@@ -44,8 +30,8 @@ PER_STEP_KEYS = tuple(
     for key in configurations.CONFIG_KEYS[3:]  # after unweighted and exact
     if key not in configurations.SAMPLE_PERIODS
 )
-#: Whole periods a periodic row measures at the least (their median
-#: resists a stray slow step).
+#: Whole periods a periodic row measures at the least (their median resists
+#: a stray slow step).
 MIN_PERIODS = 3
 #: Configurations timed over a window of whole periods (mean per step, so
 #: their periodic refreshes are amortised): their period in steps, the
@@ -53,9 +39,7 @@ MIN_PERIODS = 3
 PERIODIC_KEYS = ("exact_every_period", *configurations.SAMPLE_PERIODS)
 #: Per-sample targets: a sample every step (k = 1) may cost at most this
 #: much above its reference row, the extra work its estimator cannot avoid
-#: (PINA's own residual evaluation, and for the predictor the backward pass
-#: for J^T g) done without any NTK bookkeeping. The same-step rows show the
-#: cost of following Algorithm 3 to the letter (sample_after_backward).
+#: done without any NTK bookkeeping.
 SAMPLE_MARGIN = 0.15
 TIME_REFERENCES = {
     "predictor_forward": "reference_predictor",
@@ -68,15 +52,9 @@ AMORTISED_TARGETS = {"predictor_every_10": 1.15, "parameter_every_10": 1.10}
 
 # ---------------------------------------------------------------- worker side
 def timing_order(round_index):
-    """
-    Configuration order of one timing round: the unweighted run, the cheap
-    configurations rotated by the round index, the unweighted run again,
-    then the exact ones (long, and far above the noise).
-
-    :param int round_index: The round, from 0.
-    :return: Configuration keys in run order.
-    :rtype: list[str]
-    """
+    """The run order of a timing round (from 0): unweighted, the cheap rows
+    rotated by the round, unweighted again, then the exact ones (long, and
+    far above the noise)."""
     cheap = PER_STEP_KEYS + tuple(configurations.SAMPLE_PERIODS)
     shift = round_index % len(cheap)
     rotated = list(cheap[shift:] + cheap[:shift])
@@ -88,42 +66,22 @@ def timing_order(round_index):
 
 
 def period_of(settings, key):
-    """
-    :param dict settings: With ``period``.
-    :param str key: One of :data:`PERIODIC_KEYS`.
-    :return: The steps between the row's refreshes.
-    :rtype: int
-    """
+    """:return: The steps between the refreshes of a periodic row."""
     if key == "exact_every_period":
         return settings["period"]
     return configurations.SAMPLE_PERIODS[key]
 
 
 def period_window(settings, key="exact_every_period"):
-    """
-    Measured steps of a periodic row: a whole number of its periods (at
-    least :data:`MIN_PERIODS`), so exactly that many refreshes fall in the
-    window.
-
-    :param dict settings: With ``steps`` and ``period``.
-    :param str key: One of :data:`PERIODIC_KEYS`.
-    :return: The window length.
-    :rtype: int
-    """
+    """Measured steps of a periodic row: a whole number of its periods (at
+    least :data:`MIN_PERIODS`), so exactly that many refreshes fall in it."""
     period = period_of(settings, key)
     periods = max(MIN_PERIODS, round(settings["steps"] / period))
     return periods * period
 
 
 def steps_of(task, key):
-    """
-    Optimisation steps a timing run of ``key`` trains.
-
-    :param dict task: The worker task.
-    :param str key: The configuration.
-    :return: Warm-up plus measured steps.
-    :rtype: int
-    """
+    """:return: The steps (warm-up and measured) a timing run trains."""
     if key == "exact_every_step":
         return 1 + task["exact_steps"]
     if key in PERIODIC_KEYS:
@@ -132,14 +90,8 @@ def steps_of(task, key):
 
 
 def run_timing(task):
-    """
-    One timing round for one network width (a worker job).
-
-    :param dict task: The worker task (``width``, ``round`` and the
-        settings).
-    :return: ``{"runs": [{"key", "durations"}], "parameters": int}``.
-    :rtype: dict
-    """
+    """One timing round of a network (a worker job): ``{"runs": [{"key",
+    "durations"}], "parameters": int}``."""
     runs = []
     parameters = None
     for key in timing_order(task["round"]):
@@ -158,20 +110,10 @@ def run_timing(task):
 # ---------------------------------------------------------------- parent side
 def round_ratios(runs, settings):
     """
-    Per-step statistics of one round and their ratios to its unweighted runs.
-
-    Per-step rows: median over the measured steps (warm-up discarded).
-    Periodic rows (:data:`PERIODIC_KEYS`): the mean step of each period in
-    a window of whole periods (each period holds one refresh, so it is
-    amortised), then the median over the periods, against the same
-    statistic of the unweighted steps cut into periods of that length. The
-    unweighted reference pools the measured steps of both unweighted runs
-    of the round.
-
-    :param list runs: ``{"key", "durations"}`` dicts of one round.
-    :param dict settings: The resolved settings.
-    :return: ``{key: (seconds per step, ratio)}``.
-    :rtype: dict
+    ``{key: (seconds per step, ratio)}`` of one round, against the pooled
+    measured steps of its two unweighted runs: per-step rows the median
+    step; periodic rows the median over whole periods of the period's mean
+    step, against the same statistic of the unweighted steps.
     """
     warmup = settings["warmup"]
     baseline = [
@@ -199,14 +141,8 @@ def round_ratios(runs, settings):
 
 
 def median_period_mean(durations, period):
-    """
-    The median over consecutive whole periods of their mean step.
-
-    :param list durations: Step times.
-    :param int period: Steps per period.
-    :return: The statistic; the plain mean when not even one period fits.
-    :rtype: float
-    """
+    """The median over consecutive whole periods of their mean step (the
+    plain mean when not even one period fits)."""
     means = [
         statistics.fmean(durations[i : i + period])
         for i in range(0, len(durations) - period + 1, period)
@@ -215,14 +151,8 @@ def median_period_mean(durations, period):
 
 
 def summarise_timing(rounds, settings):
-    """
-    Median over rounds of each configuration's time and ratio.
-
-    :param list rounds: The timing results of one width, one per round.
-    :param dict settings: The resolved settings.
-    :return: ``{key: {"seconds", "ratio", "low", "high"}}``.
-    :rtype: dict
-    """
+    """``{key: {"seconds", "ratio", "low", "high"}}`` of one network: the
+    medians over rounds and the range of the ratios."""
     per_round = [round_ratios(r["runs"], settings) for r in rounds]
     summary = {}
     for key in configurations.CONFIG_KEYS:
@@ -238,33 +168,17 @@ def summarise_timing(rounds, settings):
 
 
 def target_checks(width, summary, settings):
-    """
-    The time targets of one network, on the ratios rounded to the three
-    decimals the page shows.
-
-    :param int width: The network width.
-    :param dict summary: :func:`summarise_timing` of that network.
-    :param dict settings: The resolved settings (for the labels).
-    :return: The checks (see :func:`configurations.render`).
-    :rtype: list[dict]
-    """
+    """The time targets of one network (:func:`summarise_timing`), on the
+    ratios rounded to the three decimals the page shows."""
     checks = []
     for key, reference_key in TIME_REFERENCES.items():
         value = round(summary[key]["ratio"], 3)
         reference = round(summary[reference_key]["ratio"], 3)
-        label = (
-            f"time, {configurations.config_label(key, settings)} "
-            f"(reference + {SAMPLE_MARGIN})"
-        )
-        checks.append(
-            dict(
-                width=width,
-                label=label,
-                measured=value,
-                limit=round(reference + SAMPLE_MARGIN, 3),
-                reference=reference,
-            )
-        )
+        label = f"time, {configurations.config_label(key, settings)}"
+        label += f" (reference + {SAMPLE_MARGIN})"
+        limit = round(reference + SAMPLE_MARGIN, 3)
+        check = dict(width=width, label=label, measured=value, limit=limit)
+        checks.append(dict(check, reference=reference))
     for key, limit in AMORTISED_TARGETS.items():
         label = f"time, {configurations.config_label(key, settings)}"
         value = round(summary[key]["ratio"], 3)
@@ -293,16 +207,8 @@ def settings_line(settings):
 
 
 def summarise(results, settings):
-    """
-    The page's numbers: per network and configuration the median ms per
-    step, the median ratio and its range over rounds; the targets.
-
-    :param dict results: From :func:`measure` (``timing``).
-    :param dict settings: The resolved settings.
-    :return: ``line``, ``parameters``, ``rows`` and ``targets`` (see
-        :func:`configurations.render`).
-    :rtype: dict
-    """
+    """The page's numbers (:func:`configurations.render`): per network and
+    row the median ms per step, ratio and range; the targets."""
     rows, targets, parameters = [], [], {}
     for width in settings["widths"]:
         rounds = results["timing"][width]
@@ -310,32 +216,16 @@ def summarise(results, settings):
         summary = summarise_timing(rounds, settings)
         for key in configurations.CONFIG_KEYS:
             row = summary[key]
-            rows.append(
-                dict(
-                    width=width,
-                    key=key,
-                    label=configurations.config_label(key, settings),
-                    time=[
-                        1e3 * row["seconds"],
-                        row["ratio"],
-                        row["low"],
-                        row["high"],
-                    ],
-                )
-            )
+            time = [1e3 * row["seconds"], row["ratio"], row["low"], row["high"]]
+            label = configurations.config_label(key, settings)
+            rows.append(dict(width=width, key=key, label=label, time=time))
         targets += target_checks(width, summary, settings)
     line = settings_line(settings)
     return dict(line=line, parameters=parameters, rows=rows, targets=targets)
 
 
 def main(argv=None):
-    """
-    Run the study (or render ``--from-json``) and write its page.
-
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The process exit code.
-    :rtype: int
-    """
+    """Run the study (or render ``--from-json``) and write its page."""
     return configurations.study_main(argv, "step_time.py", SETTINGS, ("time",))
 
 

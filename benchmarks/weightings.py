@@ -1,25 +1,16 @@
 r"""Which loss weighting reaches the lowest error for a time budget?
 
-Trains the same network, points and optimiser on each problem with each loss
-weighting and records the relative L2 error on a fixed evaluation grid every
-few steps, with the training time spent so far (the evaluations' own time
-excluded). Writes ``weightings.json`` (every number, rewritten after each
-finished run so that an interrupted run keeps what it measured), the
-generated block of ``weightings.md`` (rendered from the JSON alone: the
-error at equal steps and at equal wall time, the cost per step, failures)
-and one error-against-time figure per problem
-(``figures/weightings/<problem>.png``). ``--readme`` writes the compact
-table of README.md's *Choosing a weighting* from the same JSON.
-
-Problems: the zoo's problems with an analytical solution and pina-ntk's
-wave problem; weightings: :data:`WEIGHTINGS`. A full run starts with a
-short calibration run (``--calibrate`` steps of each problem and
-weighting) whose measured cost per step orders the jobs longest first and
-estimates the duration (recorded in the JSON).
+Trains the same network, points and optimiser on each problem of
+:data:`PROBLEMS` with each weighting of :data:`WEIGHTINGS`, recording the
+relative L2 error on a fixed grid against the training time (evaluations
+excluded). Writes ``weightings.json`` (after each finished run, so an
+interrupted run keeps what it measured), the block of ``weightings.md`` and
+one figure per problem rendered from it, and with ``--readme`` README.md's
+*Choosing a weighting* table. A full run first times ``--calibrate`` steps
+of each pair to start the longest jobs first.
 
     python benchmarks/weightings.py                 # docs/weightings.md
     python benchmarks/weightings.py --quick --output-dir /tmp/weightings
-    python benchmarks/weightings.py --from-json docs/weightings.json
     python benchmarks/weightings.py --from-json docs/weightings.json --readme
     # split over two machines, then combined into docs/
     python benchmarks/weightings.py --problems poisson --output-dir a
@@ -38,7 +29,19 @@ import sys
 import time
 import traceback
 
+import lightning
+import torch
+from lightning.pytorch.callbacks import Callback
+from pina.optim import TorchOptimizer, TorchScheduler
+from pina.solver import PhysicsInformedSingleModelSolver
+
 import harness
+from pina_ntk.integration import resampling
+from pina_ntk.paper.experiments import training
+from pina_ntk.paper.experiments.models import ScaledMLP, input_box
+from pina_ntk.paper.experiments.outputs import grid_points, relative_error_fn
+from pina_ntk.paper.experiments.settings import make_weighting
+from pina_ntk.paper.experiments.wave import WaveSettings
 
 SCRIPT = "weightings.py"
 TITLE = "Loss weightings: error against training time"
@@ -124,22 +127,15 @@ def label(weighting, every):
     return text.format(every=every, slow=SPACED_FACTOR * every)
 
 
-def build_weighting(name, every, seed):
-    """
-    A fresh weighting object, from the experiments' shared factory.
-
-    :param str name: A key of :data:`WEIGHTINGS`.
-    :param int every: ``update_every`` of the settings.
-    :param int seed: The sketches' probe seed.
-    :return: The weighting, ``None`` for ``"none"``.
-    """
-    from pina_ntk.paper.experiments.settings import make_weighting
-
-    _, kind, options = WEIGHTINGS[name]
+def build_weighting(job):
+    """A fresh weighting of a job, from the experiments' shared factory
+    (``None`` for ``"none"``)."""
+    _, kind, options = WEIGHTINGS[job["weighting"]]
+    every = job["update_every"]
     spacing = {"every": every, "slow": SPACED_FACTOR * every}
     options = {k: spacing.get(v, v) for k, v in options.items()}
     if kind == "sketch":
-        options["seed"] = seed
+        options["seed"] = job["seed"]
     return make_weighting(kind, **options)
 
 
@@ -159,36 +155,46 @@ def describe_weighting(weighting):
     return found
 
 
-def fresh_problem(name):
-    """
-    A new instance of a problem, with conditions of its own: PINA's zoo
-    problems keep them in a class-level dict that the trainer writes its
-    points into, which two runs in one worker would share.
-    """
+def problem_class(name):
+    """The class of a problem of :data:`PROBLEMS`."""
     module, _, attribute = PROBLEMS[name][0].partition(":")
-    cls = getattr(importlib.import_module(module), attribute)
+    return getattr(importlib.import_module(module), attribute)
+
+
+def fresh_problem(name):
+    """A new instance of a problem with conditions of its own: the zoo
+    problems keep them in a class-level dict that the trainer fills."""
+    cls = problem_class(name)
     if isinstance(cls.__dict__.get("conditions"), dict):
         own = {"conditions": copy.deepcopy(cls.conditions)}
         cls = type(cls.__name__, (cls,), dict(own, domains=dict(cls.domains)))
     return cls()
 
 
+class FailureWatch(Callback):
+    """Stops at the first non-finite loss or weight (Lightning would train
+    on with NaN to the last step)."""
+
+    failure = failed_at = None
+
+    def on_train_batch_end(self, trainer, solver, outputs, batch, index):
+        loss = outputs["loss"] if isinstance(outputs, dict) else outputs
+        loss = math.nan if loss is None else float(loss)
+        weights = harness.applied_weights(solver)
+        bad = {c: w for c, w in weights.items() if not math.isfinite(w)}
+        if math.isfinite(loss) and not bad:
+            return
+        self.failed_at = step = trainer.global_step
+        self.failure = f"non-finite weights {bad} at step {step}"
+        if not math.isfinite(loss):
+            self.failure = f"non-finite loss ({loss}) at step {step}"
+        trainer.should_stop = True
+
+
 def run_job(job):
-    """
-    Train one PINN and return its record (a worker's job). A run that
-    raises, or whose loss or weights turn non-finite (it stops there), is
-    recorded as failed with what it measured before.
-
-    :param dict job: ``problem``, ``weighting``, ``seed``, ``steps``,
-        ``counts`` and the settings.
-    :return: The job with ``status``, ``failure``, ``history`` (``steps``,
-        ``seconds``, ``errors``, from step 0), ``train_seconds``,
-        ``ms_per_step``, ``final_error``, ``final_weights``,
-        ``weighting_options``.
-    :rtype: dict
-    """
-    import torch
-
+    """Train one PINN (a worker's job); return the job with its results. A
+    run that raises or turns non-finite (it stops there) is recorded as
+    failed, with what it measured before."""
     torch.set_num_threads(1)  # the jobs share the machine's cores
     record = dict(job, status="ok", failure=None, final_weights={})
     record["history"] = {"steps": [], "seconds": [], "errors": []}
@@ -215,106 +221,51 @@ def run_job(job):
 
 def _train(job, record):
     """Build and train one PINN, filling ``record`` as it goes."""
-    import lightning
-    import torch
-    from lightning.pytorch.callbacks import Callback
-    from pina.optim import TorchOptimizer, TorchScheduler
-    from pina.solver import PhysicsInformedSingleModelSolver
-
-    from pina_ntk.integration.resampling import (
-        ResampleCallback,
-        discretise_conditions,
-    )
-    from pina_ntk.paper.experiments.models import ScaledMLP, input_box
-    from pina_ntk.paper.experiments.outputs import (
-        grid_points,
-        relative_error_fn,
-    )
-    from pina_ntk.paper.experiments.training import (
-        ErrorHistory,
-        make_trainer,
-        quiet_lightning,
-    )
-
-    class FailureWatch(Callback):
-        """Stops at the first non-finite loss or weight (Lightning would
-        train on with NaN to the last step)."""
-
-        failure = failed_at = None
-
-        def on_train_batch_end(self, trainer, solver, outputs, batch, index):
-            loss = outputs["loss"] if isinstance(outputs, dict) else outputs
-            loss = math.nan if loss is None else float(loss)
-            weights = harness.applied_weights(solver)
-            bad = {c: w for c, w in weights.items() if not math.isfinite(w)}
-            step = trainer.global_step
-            if not math.isfinite(loss):
-                self.failure = f"non-finite loss ({loss}) at step {step}"
-            elif bad:
-                self.failure = f"non-finite weights {bad} at step {step}"
-            else:
-                return
-            self.failed_at = step
-            trainer.should_stop = True
-
-    # the grid and the exact solution, before seeding: the same for every
-    # run of a problem
+    # the grid and exact solution before seeding: the same for every run
     problem = fresh_problem(job["problem"])
     if hasattr(problem, "temporal_domain"):
         lower, upper = input_box(problem)
     else:  # input_box reads a temporal domain, which these lack
-        ranges = problem.spatial_domain.range
-        lower = [float(ranges[v][0]) for v in problem.input_variables]
-        upper = [float(ranges[v][1]) for v in problem.input_variables]
+        box, names = problem.spatial_domain.range, problem.input_variables
+        lower, upper = ([float(box[v][i]) for v in names] for i in (0, 1))
     axes = [torch.linspace(a, b, job["grid"]) for a, b in zip(lower, upper)]
     points = grid_points(problem.input_variables, axes)
-    reference = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
-    error_fn = relative_error_fn(points, reference)
+    exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
+    error_fn = relative_error_fn(points, exact)
     lightning.seed_everything(job["seed"], verbose=False)
-    discretise_conditions(problem, job["counts"])
-    model = ScaledMLP(
-        lower,
-        upper,
-        len(problem.output_variables),
-        job["width"],
-        job["depth"],
-        fourier_features=job["fourier_features"],
-        fourier_scale=job["fourier_scale"],
-    )
-    weighting = build_weighting(
-        job["weighting"], job["update_every"], job["seed"]
-    )
+    resampling.discretise_conditions(problem, job["counts"])
+    network = [job[k] for k in ("width", "depth")]
+    fourier = {k: job[k] for k in ("fourier_features", "fourier_scale")}
+    dimensions = len(problem.output_variables)
+    model = ScaledMLP(lower, upper, dimensions, *network, **fourier)
+    weighting = build_weighting(job)
     record["weighting_options"] = describe_weighting(weighting)
     gamma = job["lr_decay"] ** (1.0 / job["lr_decay_steps"])
+    decay = torch.optim.lr_scheduler.ExponentialLR
     solver = PhysicsInformedSingleModelSolver(
         problem,
         model,
         optimizer=TorchOptimizer(torch.optim.Adam, lr=job["lr"]),
-        scheduler=TorchScheduler(
-            torch.optim.lr_scheduler.ExponentialLR, gamma=gamma
-        ),
+        scheduler=TorchScheduler(decay, gamma=gamma),
         weighting=weighting,
     )
-    history = record["history"]
     # the untrained network's error at 0 s: every run has a point at or
     # before any time budget
-    history["steps"].append(0)
-    history["seconds"].append(0.0)
-    history["errors"].append(float(error_fn(solver)))
+    history = record["history"]
+    history.update(steps=[0], seconds=[0.0], errors=[float(error_fn(solver))])
     solver.train()  # error_fn left it in evaluation mode
     watch = FailureWatch()
-    errors = ErrorHistory(max(1, job["steps"] // job["records"]), error_fn)
-    callbacks = [watch, ResampleCallback(1, job["counts"]), errors]
+    every = max(1, job["steps"] // job["records"])
+    errors = training.ErrorHistory(every, error_fn)
+    callbacks = [watch, resampling.ResampleCallback(1, job["counts"]), errors]
     try:
-        with quiet_lightning(".*does not have many workers.*"):
-            make_trainer(solver, job["steps"], callbacks).train()
+        with training.quiet_lightning(".*does not have many workers.*"):
+            training.make_trainer(solver, job["steps"], callbacks).train()
     finally:
-        for key, values in errors.as_dict().items():
-            history[key] += values
-        record["failure"], record["failed_at_step"] = (
-            watch.failure,
-            watch.failed_at,
-        )
+        for name, values in errors.as_dict().items():
+            history[name] += values
+        record["failure"] = watch.failure
+        record["failed_at_step"] = watch.failed_at
         try:
             record["final_weights"] = harness.applied_weights(solver)
         except Exception:  # a failed run may leave no weights to read
@@ -323,44 +274,27 @@ def _train(job, record):
 
 # ------------------------------------------------------------------ driver
 def plan_jobs(problems, weightings_of, settings, seeds=None):
-    """
-    Every job of a run: each problem, weighting and seed.
-
-    :param list problems: Problem keys.
-    :param weightings_of: ``problem -> weighting keys``.
-    :param dict settings: :data:`FULL` or :data:`QUICK`, with overrides.
-    :param seeds: Seeds per weighting (default: ``settings`` and
-        :data:`SEEDS`).
-    :rtype: list[dict]
-    """
-    from pina_ntk.paper.experiments.wave import WaveSettings
-
+    """Every job of a run: each problem, weighting (``weightings_of(problem)``)
+    and seed (``seeds``, else the settings' and :data:`SEEDS`)."""
     jobs = []
     for problem in problems:
         own = dict(settings)
         if problem in TUTORIAL_NETWORK_PROBLEMS:
-            tutorial = WaveSettings()
             names = TUTORIAL_NETWORK
             if settings["quick"]:  # the embedding only, on the tiny MLP
                 names = ("fourier_features", "fourier_scale")
-            for name in names:
-                own[name] = getattr(tutorial, name)
-        module, _, attribute = PROBLEMS[problem][0].partition(":")
-        counts = PROBLEMS[problem][1]
-        if counts is None:
-            cls = getattr(importlib.import_module(module), attribute)
-            counts = cls.PAPER_POINTS
+            own.update({name: getattr(WaveSettings(), name) for name in names})
+        counts = PROBLEMS[problem][1] or problem_class(problem).PAPER_POINTS
         scale = settings["point_scale"]
         counts = {c: max(4, round(n * scale)) for c, n in counts.items()}
         count = seeds or settings["seeds"]
         if not (seeds or settings["quick"]):
             count = SEEDS.get(problem, count)
-        for weighting in weightings_of(problem):
-            for seed in range(count):
-                jobs.append(
-                    dict(own, problem=problem, weighting=weighting, seed=seed)
-                )
-                jobs[-1]["counts"] = counts
+        jobs += [
+            dict(own, problem=problem, weighting=w, seed=s, counts=counts)
+            for w in weightings_of(problem)
+            for s in range(count)
+        ]
     return jobs
 
 
@@ -369,32 +303,21 @@ def key(job):
     return job["problem"], job["weighting"], job["seed"]
 
 
-def job_matches(record, job):
-    """Whether a recorded run is ``job`` (``--resume``): every setting."""
-    return record is not None and all(
-        record.get(k) == v for k, v in job.items()
-    )
+def pair(job):
+    """:return: ``"problem/weighting"`` of a job, as calibrated."""
+    return f"{job['problem']}/{job['weighting']}"
 
 
 def calibrate(jobs, steps, workers, log):
-    """
-    The measured ms per step of each (problem, weighting) over a short run
-    of ``steps`` steps, one seed: what orders a run's jobs and estimates
-    its duration.
-
-    :return: ``{"problem/weighting": ms}``.
-    :rtype: dict
-    """
+    """The ms per step of each ``"problem/weighting"`` over a short run of
+    ``steps`` steps, seed 0: what orders the jobs and estimates the time."""
     short = {}
     for job in jobs:
-        key = f"{job['problem']}/{job['weighting']}"
-        short.setdefault(key, dict(job, steps=steps, records=1, seed=0))
+        short.setdefault(pair(job), dict(job, steps=steps, records=1, seed=0))
     costs = {}
 
     def keep(job, record):
-        costs[f"{job['problem']}/{job['weighting']}"] = record.get(
-            "ms_per_step"
-        )
+        costs[pair(job)] = record.get("ms_per_step")
 
     harness.map_jobs(run_job, list(short.values()), workers, keep)
     log(f"calibrated {len(costs)} problem/weighting pairs over {steps} steps")
@@ -439,12 +362,9 @@ def error_cell(values):
 
 def short(value):
     """An error in two significant digits, as the summaries show it."""
-    if value >= 10:
-        return f"{value:.0f}"
-    if value >= 1:
-        return f"{value:.1f}"
-    if value >= 0.1:
-        return f"{value:.2f}"
+    for limit, digits in ((10, 0), (1, 1), (0.1, 2)):
+        if value >= limit:
+            return f"{value:.{digits}f}"
     mantissa, exponent = f"{value:.1e}".split("e")
     return f"{mantissa}e{int(exponent)}"
 
@@ -453,16 +373,12 @@ def analyse(runs, problem, weightings):
     """
     One problem's numbers: the ``budget`` (the smallest median training
     time over weightings) and per weighting its ``runs``, ``final`` and
-    ``at_budget`` errors, median ``ms_per_step``, ``cost_ratio`` against
-    ``none``.
+    ``at_budget`` errors, median ``ms_per_step`` and ``cost_ratio`` to
+    ``none``'s.
     """
     rows = {}
     for weighting in weightings:
-        own = [
-            r
-            for r in runs
-            if (r["problem"], r["weighting"]) == (problem, weighting)
-        ]
+        own = [r for r in runs if key(r)[:2] == (problem, weighting)]
         if not own:
             continue
         own.sort(key=lambda r: r["seed"])
@@ -488,15 +404,14 @@ def analyse(runs, problem, weightings):
     return {"budget": budget, "rows": rows}
 
 
-def summary_table(document, final, weightings=None, budget_row=None):
+def summary_table(document, final):
     """
     Median relative L2 after the same steps (``final``) or at each
-    problem's time budget: problems as columns, weightings as rows, the
-    lowest per problem in bold; at equal time the budgets head the table.
+    problem's time budget (headed by the budgets): problems as columns,
+    weightings as rows, the lowest per problem in bold.
     """
     every = document["settings"]["update_every"]
-    weightings = weightings or document["weightings"]
-    runs = document["runs"]
+    weightings, runs = document["weightings"], document["runs"]
     analyses = {p: analyse(runs, p, weightings) for p in document["problems"]}
     problems = [p for p in document["problems"] if analyses[p]["rows"]]
     cells, best, table = {}, {}, []
@@ -508,7 +423,7 @@ def summary_table(document, final, weightings=None, budget_row=None):
             cells[problem, weighting] = (median, failed, len(row["runs"]))
             if median is not None:
                 best[problem] = min(best.get(problem, median), median)
-    if not final if budget_row is None else budget_row:
+    if not final:
         budgets = [analyses[p]["budget"] for p in problems]
         budgets = ["—" if b is None else f"{b:.0f} s" for b in budgets]
         table.append(["*time budget*", *budgets])
@@ -532,8 +447,7 @@ def summary_table(document, final, weightings=None, budget_row=None):
 
 def network_text(settings):
     """The network and optimiser of some settings, in words."""
-    features = settings["fourier_features"]
-    embedding = ""
+    features, embedding = settings["fourier_features"], ""
     if features:
         embedding = (
             f"{features} random Fourier features (scale "
@@ -552,23 +466,18 @@ def options_text(runs, weighting):
     for run in runs:
         options = run.get("weighting_options")
         if run["weighting"] == weighting and options:
-            return (
-                ", ".join(
-                    f"`{k}={v if str(v).startswith('<') else repr(v)}`"
-                    for k, v in options.items()
-                    if k != "class"
-                )
-                or "—"
-            )
+            shown = [
+                f"`{k}={v if str(v).startswith('<') else repr(v)}`"
+                for k, v in options.items()
+                if k != "class"
+            ]
+            return ", ".join(shown) or "—"
     return "—"
 
 
 def make_figure(problem, analysis, every, path):
-    """
-    Error against training time, one colour per weighting: thin lines the
-    seeds, the thick line the median over seeds at each recorded step; the
-    dotted line is the time budget.
-    """
+    """Error against training time, a colour per weighting: thin lines the
+    seeds, thick the median over seeds, dotted the time budget."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -578,31 +487,21 @@ def make_figure(problem, analysis, every, path):
     for index, (weighting, row) in enumerate(analysis["rows"].items()):
         colour = f"C{index}"
         for run in row["runs"]:
-            history = run["history"]
-            ax.plot(
-                history["seconds"],
-                history["errors"],
-                color=colour,
-                lw=0.7,
-                alpha=0.35,
-            )
+            curve = run["history"]["seconds"], run["history"]["errors"]
+            ax.plot(*curve, color=colour, lw=0.7, alpha=0.35)
         ok = [r["history"] for r in row["runs"] if r["status"] == "ok"]
         if ok:
             length = min(len(h["errors"]) for h in ok)
             median = [
-                [
-                    statistics.median(h[key][i] for h in ok)
-                    for i in range(length)
-                ]
-                for key in ("seconds", "errors")
+                [statistics.median(h[k][i] for h in ok) for i in range(length)]
+                for k in ("seconds", "errors")
             ]
             ax.plot(*median, color=colour, lw=2.0)
         text = label(weighting, every).replace("`", "")
         ax.plot([], [], color=colour, lw=2.0, label=text)
     if analysis["budget"]:
-        ax.axvline(
-            analysis["budget"], color="0.4", ls=":", lw=1.0, label="time budget"
-        )
+        budget = analysis["budget"]
+        ax.axvline(budget, color="0.4", ls=":", lw=1.0, label="time budget")
     ax.set_yscale("log")
     ax.set_xlabel("training time (s, evaluations excluded)")
     ax.set_ylabel("relative L2 error")
@@ -614,6 +513,7 @@ def make_figure(problem, analysis, every, path):
     plt.close(fig)
 
 
+# -------------------------------------------------------------------- page
 def problem_section(document, problem):
     """One problem's section: its set-up, table, failures and figure."""
     runs, parts = document["runs"], document["parts"]
@@ -629,13 +529,13 @@ def problem_section(document, problem):
         for r in runs
         if r["problem"] == problem
     }
+    counts = ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
     lines = [
         "",
         f"## {problem}",
         "",
-        f"`{PROBLEMS[problem][0]}`; points per step: "
-        + ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
-        + f"; {first[0]['steps']} steps, {len(first)} seed(s); time budget "
+        f"`{PROBLEMS[problem][0]}`; points per step: {counts}; "
+        f"{first[0]['steps']} steps, {len(first)} seed(s); time budget "
         f"{budget}; ran on {'; '.join(sorted(machines))}.",
     ]
     if any(first[0][k] != document["settings"][k] for k in TUTORIAL_NETWORK):
@@ -670,10 +570,8 @@ def problem_section(document, problem):
                 notes.append(f"- {name}, seed {run['seed']}: {note}")
     header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
     header += [f"rel. L2 at {budget}", "ms/step", "cost per step"]
-    lines += [
-        "",
-        *harness.markdown_table(header + ["final weights"], "lrrrrr", table),
-    ]
+    header.append("final weights")
+    lines += ["", *harness.markdown_table(header, "lrrrrr", table)]
     if notes:
         lines += ["", "Failures and notes:", "", *notes]
     figure = f"figures/weightings/{problem}.png"
@@ -681,33 +579,20 @@ def problem_section(document, problem):
 
 
 def render(document):
-    """
-    The page's generated block, from the results document alone.
+    """The page's generated block, from the results document alone."""
+    runs, settings = document["runs"], document["settings"]
 
-    :param dict document: ``parts``, ``settings``, ``problems``,
-        ``weightings``, ``planned_runs`` and ``runs``.
-    :rtype: str
-    """
-    runs, parts, settings = (
-        document["runs"],
-        document["parts"],
-        document["settings"],
-    )
-    lines = []
-    for index, part in enumerate(parts):
-        if len(parts) > 1:
-            mine = {r["problem"] for r in runs if r.get("part", 0) == index}
-            lines += [f"Part {index + 1} ({', '.join(sorted(mine))}):", ""]
-        lines += [*harness.header_lines(part), ""]
-    if document.get("combined_by"):
-        lines += [f"Page: `{document['combined_by']}`", ""]
+    def problems_of(index, part):
+        mine = {r["problem"] for r in runs if r.get("part", 0) == index}
+        return ", ".join(sorted(mine))
+
     failed = sum(r["status"] != "ok" for r in runs)
     steps = ", ".join(map(str, sorted({r["steps"] for r in runs})))
     recorded = [
         [label(w, settings["update_every"]), options_text(runs, w)]
         for w in document["weightings"]
     ]
-    lines += [
+    lines = harness.parts_lines(document, problems_of) + [
         f"Runs: {len(runs)} of {document['planned_runs']} planned ({failed} "
         "failed). Network and optimiser unless a problem says otherwise: "
         f"{network_text(settings)}. Error: relative L2 on a "
@@ -733,18 +618,12 @@ def render(document):
     ]
     for problem in document["problems"]:
         lines += problem_section(document, problem)
-    shown = [
-        p
-        for p in SMOOTHING_PROBLEMS
-        if any(
-            (r["problem"], r["weighting"] in SMOOTHING_WEIGHTINGS) == (p, True)
-            for r in runs
-        )
-    ]
+    smoothed = {
+        r["problem"] for r in runs if r["weighting"] in SMOOTHING_WEIGHTINGS
+    }
+    shown = [p for p in SMOOTHING_PROBLEMS if p in smoothed]
     if shown:
-        smoothing = dict(
-            document, problems=shown, weightings=SMOOTHING_COMPARED
-        )
+        compared = dict(document, problems=shown, weightings=SMOOTHING_COMPARED)
         lines += [
             "",
             "## Smoothing exact weights",
@@ -752,134 +631,89 @@ def render(document):
             "Median over seeds of the relative L2 at the last step (per "
             "problem the lowest in bold; ranges in the sections above).",
             "",
-            *summary_table(smoothing, final=True),
+            *summary_table(compared, final=True),
         ]
     return "\n".join(lines) + "\n"
-
-
-def readme_table(document):
-    """
-    README.md's compact *Choosing a weighting* table: the median relative
-    L2 at each problem's time budget, the lowest in bold, and a link.
-
-    :param dict document: The results (``docs/weightings.json``).
-    :rtype: str
-    """
-    table = summary_table(document, final=False)
-    link = (
-        "Medians over seeds at each problem's time budget; set-up, ranges "
-        "and costs: [docs/weightings.md](docs/weightings.md)."
-    )
-    return "\n".join([*table, "", link]) + "\n"
 
 
 #: The markers of README.md's compact table.
 README_MARKERS = ("<!-- weightings-table -->", "<!-- /weightings-table -->")
 
 
-def write_outputs(document, output_dir, figures=True):
-    """Write the JSON, the page and (with ``figures``) the figures."""
+def readme_table(document):
+    """README.md's *Choosing a weighting* table: the median relative L2 at
+    each problem's time budget, the lowest in bold, and a link."""
+    link = (
+        "Medians over seeds at each problem's time budget; set-up, ranges "
+        "and costs: [docs/weightings.md](docs/weightings.md)."
+    )
+    table = summary_table(document, final=False)
+    return "\n".join([*table, "", link]) + "\n"
+
+
+def write_outputs(document, output_dir):
+    """Write the JSON, the page and the figures."""
     harness.write_json(os.path.join(output_dir, "weightings.json"), document)
     page = os.path.join(output_dir, "weightings.md")
     harness.write_page(page, SCRIPT, render(document), TITLE)
-    if figures:
-        folder = os.path.join(output_dir, "figures", "weightings")
-        os.makedirs(folder, exist_ok=True)
-        for problem in document["problems"]:
-            analysis = analyse(
-                document["runs"], problem, document["weightings"]
-            )
-            if analysis["rows"]:
-                path = os.path.join(folder, f"{problem}.png")
-                make_figure(
-                    problem,
-                    analysis,
-                    document["settings"]["update_every"],
-                    path,
-                )
+    folder = os.path.join(output_dir, "figures", "weightings")
+    for problem in document["problems"]:
+        analysis = analyse(document["runs"], problem, document["weightings"])
+        if analysis["rows"]:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{problem}.png")
+            every = document["settings"]["update_every"]
+            make_figure(problem, analysis, every, path)
 
 
-def write_readme(document, path):
-    """Fill README.md's marked block with :func:`readme_table`."""
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
-    new = harness.replace_block(text, *README_MARKERS, readme_table(document))
-    if new is None:
-        raise ValueError(f"{path} has no {README_MARKERS[0]} block.")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(new)
-
-
+# ------------------------------------------------------------ command line
 def main(argv=None):
-    """
-    Run the benchmark, or combine or re-render results.
-
-    :param list argv: Command-line arguments (default ``sys.argv[1:]``).
-    :return: The exit code.
-    :rtype: int
-    """
+    """Run the benchmark, or combine or re-render results; the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add = parser.add_argument
+    add("--problems", nargs="+", choices=list(PROBLEMS))
     smoothing = " ".join(SMOOTHING_PROBLEMS)
-    readme = os.path.join(harness.ROOT, "README.md")
-    for flag, options in (
-        ("--quick", {"action": "store_true", "help": "a smoke run"}),
-        ("--problems", {"nargs": "+", "choices": list(PROBLEMS)}),
-        (
-            "--weightings",
-            {
-                "nargs": "+",
-                "choices": list(WEIGHTINGS),
-                "help": f"on every problem (default all; {smoothing} only)",
-            },
-        ),
-        ("--seeds", {"type": int, "help": "per weighting (default 3, wave 2)"}),
-        ("--steps", {"type": int, "help": "of every run (default 4000)"}),
-        (
-            "--calibrate",
-            {
-                "type": int,
-                "metavar": "STEPS",
-                "help": "steps of "
-                "the calibration run made first (default 30; --quick: 0, none)",
-            },
-        ),
-        (
-            "--resume",
-            {
-                "action": "store_true",
-                "help": "keep the runs of the "
-                "same settings already in the output folder's weightings.json",
-            },
-        ),
-        ("--output-dir", {"default": os.path.join(harness.ROOT, "docs")}),
-        (
-            "--readme",
-            {
-                "nargs": "?",
-                "const": readme,
-                "metavar": "FILE",
-                "help": "also write the compact table into README.md (or FILE)",
-            },
-        ),
-    ):
-        parser.add_argument(flag, **options)
-    harness.add_run_flags(parser)
+    add(
+        "--weightings",
+        nargs="+",
+        choices=list(WEIGHTINGS),
+        help=f"on every problem (default all; {smoothing} only)",
+    )
+    add("--seeds", type=int, help="per weighting (default 3, wave 2)")
+    add("--steps", type=int, help="of every run (default 4000)")
+    add(
+        "--calibrate",
+        type=int,
+        metavar="STEPS",
+        help="steps of the calibration run made first (default 30; "
+        "--quick: 0, none)",
+    )
+    add(
+        "--resume",
+        action="store_true",
+        help="keep the runs of the same settings already in the output "
+        "folder's weightings.json",
+    )
+    add(
+        "--readme",
+        nargs="?",
+        const=os.path.join(harness.ROOT, "README.md"),
+        metavar="FILE",
+        help="also write the compact table into README.md (or FILE)",
+    )
+    harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
     args = parser.parse_args(argv)
     for name in ("seeds", "steps", "workers"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1.")
     if args.from_json:
         document = harness.read_json(args.from_json)
-        write_outputs(document, args.output_dir)
     elif args.combine:
         documents = [harness.read_json(path) for path in args.combine]
+        command = harness.public_command(SCRIPT, argv)
         try:
-            document = harness.combine_documents(
-                documents,
-                "runs",
-                lambda r: (r["problem"], r["weighting"], r["seed"]),
-            )
+            document = harness.combine_documents(documents, key, command)
         except ValueError as error:
             parser.error(str(error))
         found = {r["problem"] for r in document["runs"]}
@@ -887,12 +721,12 @@ def main(argv=None):
         found = {r["weighting"] for r in document["runs"]}
         document["weightings"] = [w for w in WEIGHTINGS if w in found]
         document["planned_runs"] = sum(d["planned_runs"] for d in documents)
-        document["combined_by"] = harness.public_command(SCRIPT, argv)
-        write_outputs(document, args.output_dir)
     else:
         document = run_all(args, argv)
+    write_outputs(document, args.output_dir)
     if args.readme:
-        write_readme(document, args.readme)
+        table = readme_table(document)
+        harness.write_block(args.readme, *README_MARKERS, table)
     return 130 if document.get("interrupted") else 0
 
 
@@ -907,10 +741,9 @@ def run_all(args, argv):
     def weightings_of(problem):
         if args.weightings:
             return list(dict.fromkeys(args.weightings))
+        smoothing = problem in SMOOTHING_PROBLEMS
         return [
-            w
-            for w in WEIGHTINGS
-            if w not in SMOOTHING_WEIGHTINGS or problem in SMOOTHING_PROBLEMS
+            w for w in WEIGHTINGS if smoothing or w not in SMOOTHING_WEIGHTINGS
         ]
 
     def log(message):
@@ -926,14 +759,19 @@ def run_all(args, argv):
         costs = calibrate(jobs, settings["calibrate"], args.workers, log)
 
     def seconds(job):
-        ms = costs.get(f"{job['problem']}/{job['weighting']}") or 0.0
+        ms = costs.get(pair(job)) or 0.0
         return job["steps"] * ms / 1e3
 
     kept, path = [], os.path.join(args.output_dir, "weightings.json")
     if args.resume and os.path.exists(path):
+        # a recorded run is kept when it has every setting of its job
         done = {key(r): r for r in harness.read_json(path)["runs"]}
-        kept = [done[key(j)] for j in jobs if job_matches(done.get(key(j)), j)]
-        jobs = [j for j in jobs if not job_matches(done.get(key(j)), j)]
+
+        def same(job):
+            return job.items() <= done.get(key(job), {}).items()
+
+        kept = [done[key(j)] for j in jobs if same(j)]
+        jobs = [j for j in jobs if not same(j)]
         log(f"resuming: {len(kept)} runs kept, {len(jobs)} to run")
     jobs.sort(key=seconds, reverse=True)  # longest first
     if costs:
@@ -941,13 +779,13 @@ def run_all(args, argv):
         log(
             f"{len(jobs)} runs, {args.workers} workers: about {minutes:.0f} min"
         )
-    seen = {w: None for p in problems for w in weightings_of(p)}
+    chosen = [w for p in problems for w in weightings_of(p)]
     document = {
         "script": SCRIPT,
         "parts": [part],
         "settings": settings,
         "problems": problems,
-        "weightings": list(seen),
+        "weightings": list(dict.fromkeys(chosen)),
         "planned_runs": len(jobs) + len(kept),
         "calibration_ms_per_step": costs,
         "runs": [dict(r, part=0) for r in kept],
@@ -960,12 +798,11 @@ def run_all(args, argv):
             record.update(final_weights={}, final_error=None, ms_per_step=None)
             record["train_seconds"] = None
         document["runs"].append(dict(record, part=0))
-        harness.write_json(
-            os.path.join(args.output_dir, "weightings.json"), document
-        )
+        harness.write_json(path, document)
+        done, planned = len(document["runs"]), document["planned_runs"]
         log(
-            f"{len(document['runs'])}/{len(jobs)} {job['problem']} "
-            f"{job['weighting']} seed {job['seed']}: {record['status']}"
+            f"{done}/{planned} {job['problem']} {job['weighting']} seed "
+            f"{job['seed']}: {record['status']}"
         )
 
     try:
@@ -973,7 +810,6 @@ def run_all(args, argv):
     except KeyboardInterrupt:
         document["interrupted"] = True
     harness.finish(part, started)
-    write_outputs(document, args.output_dir)
     return document
 
 
