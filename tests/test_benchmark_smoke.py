@@ -3,30 +3,42 @@
 ``benchmarks/overhead.py --quick`` (the full report) and each study on its
 own (``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py``) run end
 to end and write every row with finite, positive measurements;
-``probe_variance.py --quick`` runs in-process; ``weightings.py --quick``
-reports every problem and weighting of its run, each with a finite error or
-its failure; ``spaced_samples.py`` and ``wave_long_run.py`` run tiny
-studies. Every page is re-rendered from the results file its run wrote.
+``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
+problem and weighting of its run, each with a finite error or its failure;
+``spaced_samples.py`` and ``wave_long_run.py`` run tiny studies. Every page
+is re-rendered from the results file its run wrote. The scripts' ``main``
+runs in this process (their workers are processes of their own as in a
+real run), which saves a start of torch, PINA and Lightning per command.
 They do not check the timing or memory targets: those depend on the machine
 and belong to the benchmark itself. (The paper's Section 5.1 and 5.2.1
 experiments, in ``pina_ntk.paper.experiments``, are run by
 ``test_reproduction.py``.)
 """
 
+import contextlib
+import io
 import json
 import math
 import os
 import re
-import subprocess
 import sys
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
 import harness  # noqa: E402
+import overhead  # noqa: E402
+import peak_memory  # noqa: E402
+import probe_variance  # noqa: E402
+import sketch_accuracy  # noqa: E402
+import spaced_samples  # noqa: E402
+import step_time  # noqa: E402
+import wave_long_run  # noqa: E402
+import weightings  # noqa: E402
 
 METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
 #: Row labels of the time-and-memory table, per network.
@@ -77,45 +89,52 @@ def on_cpu(report):
     return "device `cpu`" in report
 
 
-def benchmark_process(script, *arguments, timeout=300):
-    """Run ``benchmarks/<script>`` with ``arguments``; return the completed
-    process (its return code unchecked)."""
-    return subprocess.run(
-        [sys.executable, os.path.join(BENCHMARKS, script)]
-        + [str(a) for a in arguments],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def run_main(module, *arguments):
+    """Run a benchmark script's ``main`` here with ``arguments``; return its
+    exit code and what it printed."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = module.main([str(a) for a in arguments])
+    return code, printed.getvalue()
 
 
-def run_script(name, tmp_path_factory, *flags):
-    """Run ``benchmarks/<name>`` with ``--quick``; return its page. The
+@pytest.fixture(autouse=True)
+def own_threads_and_environment():
+    """The scripts set torch's threads and their workers' thread variables:
+    the tests after them get their own back."""
+    threads = torch.get_num_threads()
+    names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    saved = {name: os.environ.get(name) for name in names}
+    yield
+    torch.set_num_threads(threads)
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def run_script(module, tmp_path_factory, *flags):
+    """Run a wave-problem study with ``--quick``; return its page. The
     results file it wrote renders the same page with ``--from-json``."""
     folder = tmp_path_factory.mktemp("bench")
     output = folder / "report.md"
-    completed = benchmark_process(
-        name, "--quick", *flags, "--output", output, timeout=600
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    code, printed = run_main(module, "--quick", *flags, "--output", output)
+    assert code == 0
     document = output.read_text(encoding="utf-8")
-    block = harness.page_block(str(output), name)
+    block = harness.page_block(str(output), f"{module.__name__}.py")
     # the block printed to stdout is the page's
-    assert block and block.strip() in completed.stdout
+    assert block and block.strip() in printed
     again = folder / "again.md"
-    rendered = benchmark_process(
-        name, "--from-json", folder / "report.json", "--output", again
-    )
-    assert rendered.returncode == 0, rendered.stderr[-3000:]
+    arguments = "--from-json", folder / "report.json", "--output", again
+    assert run_main(module, *arguments)[0] == 0
     assert again.read_text(encoding="utf-8") == document
     return document
 
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
-    return run_script("overhead.py", tmp_path_factory)
+    return run_script(overhead, tmp_path_factory)
 
 
 def check_weighting_rows(rows, networks, time=True, memory=True):
@@ -219,7 +238,7 @@ def test_report_links_to_sections_of_the_method_page(quick_report):
 
 
 def test_step_time_alone(tmp_path_factory):
-    report = run_script("step_time.py", tmp_path_factory, "--widths", "20")
+    report = run_script(step_time, tmp_path_factory, "--widths", "20")
     assert "python benchmarks/step_time.py --quick --widths 20" in report
     rows = table_rows(report, "| network | weighting |")
     check_weighting_rows(rows, QUICK_NETWORKS[:1], memory=False)
@@ -228,7 +247,7 @@ def test_step_time_alone(tmp_path_factory):
 
 
 def test_peak_memory_alone(tmp_path_factory, quick_report):
-    report = run_script("peak_memory.py", tmp_path_factory, "--widths", "20")
+    report = run_script(peak_memory, tmp_path_factory, "--widths", "20")
     assert "python benchmarks/peak_memory.py --quick --widths 20" in report
     assert "profile_memory=True" in report or "cuda" in report
     rows = table_rows(report, "| network | weighting |")
@@ -246,7 +265,7 @@ def test_peak_memory_alone(tmp_path_factory, quick_report):
 
 
 def test_sketch_accuracy_alone(tmp_path_factory, quick_report):
-    report = run_script("sketch_accuracy.py", tmp_path_factory)
+    report = run_script(sketch_accuracy, tmp_path_factory)
     rows = table_rows(report, "| estimator | step")
     check_accuracy_rows(rows)
     # seeded single-threaded CPU runs: the same errors and weights as in
@@ -257,15 +276,10 @@ def test_sketch_accuracy_alone(tmp_path_factory, quick_report):
         assert table_rows(report, weights) == table_rows(quick_report, weights)
 
 
-def test_probe_variance_quick(capsys):
-    import importlib.util
-
-    path = os.path.join(BENCHMARKS, "probe_variance.py")
-    spec = importlib.util.spec_from_file_location("probe_variance", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert module.main(["--quick", "--steps", "1", "--threads", "1"]) == 0
-    out = capsys.readouterr().out
+def test_probe_variance_quick():
+    arguments = "--quick", "--steps", "1", "--threads", "1"
+    code, out = run_main(probe_variance, *arguments)
+    assert code == 0
     rows = table_rows(out, "| steps |")
     assert [row[1] for row in rows] == [
         "pde",
@@ -289,19 +303,18 @@ def test_probe_variance_quick(capsys):
         assert as_number(row[6]) < 0.5 * as_number(row[5])
 
 
-def test_weightings_quick(tmp_path):
+def test_weightings_quick(tmp_path, capsys):
     """``weightings.py --quick``: every problem and weighting of the quick
     run in the JSON and the page, each run with a finite error or a
-    reported failure, one figure per problem; then ``--combine`` of two
-    tiny runs with their own problems and machine labels (and its refusal
-    of a run given twice), and ``--readme`` into a README's marked block."""
-    import weightings
+    reported failure, one figure per problem; then ``--combine`` with a
+    tiny run of another problem and machine label (and its refusal of a run
+    given twice), and ``--readme`` into a README's marked block."""
 
     def run(*arguments):
-        return benchmark_process("weightings.py", *arguments, timeout=600)
+        code, _ = run_main(weightings, *arguments, "--workers", "1")
+        assert code == 0
 
-    completed = run("--quick", "--workers", "1", "--output-dir", tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run("--quick", "--machine-label", "machine A", "--output-dir", tmp_path)
     data = harness.read_json(tmp_path / "weightings.json")
     page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
     assert harness.page_block(str(tmp_path / "weightings.md"), "weightings.py")
@@ -360,111 +373,67 @@ def test_weightings_quick(tmp_path):
         assert figure.is_file()
     assert "## Smoothing exact weights" in page
 
-    # two runs "on two machines", then combined
-    parts = {
-        "machine A": ("poisson", "none", "exact_500"),
-        "machine B": ("wave", "exact_500", "exact_500_smoothed"),
-    }
-    files = []
-    for index, (machine, (problem, *chosen)) in enumerate(parts.items()):
-        folder = tmp_path / f"part-{index}"
-        completed = run(
-            "--quick",
-            "--problems",
-            problem,
-            "--weightings",
-            *chosen,
-            "--machine-label",
-            machine,
-            "--workers",
-            "1",
-            "--output-dir",
-            folder,
-        )
-        assert completed.returncode == 0, completed.stderr[-3000:]
-        files.append(folder / "weightings.json")
+    # a tiny run of another problem "on another machine", then combined
+    other = tmp_path / "other"
+    chosen = ("none", "exact_500_smoothed")
+    flags = "--machine-label", "machine B", "--output-dir", other
+    run("--quick", "--problems", "helmholtz", "--weightings", *chosen, *flags)
+    files = [tmp_path / "weightings.json", other / "weightings.json"]
     combined = tmp_path / "combined"
-    completed = run("--combine", *files, "--output-dir", combined)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run("--combine", *files, "--output-dir", combined)
     data = harness.read_json(combined / "weightings.json")
     page = (combined / "weightings.md").read_text(encoding="utf-8")
-    assert [p["machine_label"] for p in data["parts"]] == list(parts)
-    assert data["problems"] == ["poisson", "wave"]
+    labels = [p["machine_label"] for p in data["parts"]]
+    assert labels == ["machine A", "machine B"]
+    # in the order of weightings.PROBLEMS
+    assert data["problems"] == ["poisson", "helmholtz", "wave"]
     assert {
-        (
-            r["problem"],
-            r["weighting"],
-            data["parts"][r["part"]]["machine_label"],
-        )
-        for r in data["runs"]
-    } == {
-        ("poisson", "none", "machine A"),
-        ("poisson", "exact_500", "machine A"),
-        ("wave", "exact_500", "machine B"),
-        ("wave", "exact_500_smoothed", "machine B"),
+        (r["problem"], r["weighting"], labels[r["part"]]) for r in data["runs"]
+    } == {(p, w, "machine A") for p, w in runs} | {
+        ("helmholtz", w, "machine B") for w in chosen
     }
+    assert data["planned_runs"] == len(data["runs"])
     for part in data["parts"]:
         assert f"`{part['command']}`" in page
-    for problem, machine in (("poisson", "machine A"), ("wave", "machine B")):
+    for problem in data["problems"]:
+        machine = "machine B" if problem == "helmholtz" else "machine A"
         section = page[page.index(f"## {problem}") :].split("\n## ")[0]
         assert f"ran on {machine}." in section
+    # the smoothing study's table gains helmholtz, in its own order
+    smoothing = page[page.index("## Smoothing exact weights") :]
+    assert table_rows(smoothing, "| weighting")
+    assert "| weighting | wave | helmholtz | poisson |" in smoothing
     # a (problem, weighting, seed) run in two parts is refused
-    completed = run("--combine", files[0], files[0], "--output-dir", tmp_path)
-    assert completed.returncode != 0
-    assert "is in both" in completed.stderr
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        run("--combine", files[0], files[0], "--output-dir", tmp_path)
+    assert refused.value.code != 0
+    assert "is in both" in capsys.readouterr().err
     # README's compact table, between its markers
     readme = tmp_path / "README.md"
     begin, end = weightings.README_MARKERS
     readme.write_text(f"# x\n\n{begin}\nold\n{end}\n", encoding="utf-8")
-    completed = run(
-        "--from-json",
-        combined / "weightings.json",
-        "--output-dir",
-        combined,
-        "--readme",
-        readme,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    json_file = combined / "weightings.json"
+    run("--from-json", json_file, "--output-dir", combined, "--readme", readme)
     assert harness.read_block(str(readme), begin, end) == (
         weightings.readme_table(data)
     )
     assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 
 
-def run_benchmark(script, *arguments):
-    """Run ``benchmarks/<script>`` with ``arguments``; fail on an error."""
-    completed = benchmark_process(script, *arguments)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed.stdout
-
-
 def test_spaced_samples_and_long_run_quick(tmp_path):
     # two tiny sketch runs (k = 1 and 10), a tiny long run, then the page
     # combining them as the committed one was made
-    run_benchmark(
-        "spaced_samples.py",
-        "--quick",
-        "--estimators",
-        "parameter",
-        "--workers",
-        "2",
-        "--machine-label",
-        "this machine",
-        "--output-dir",
-        tmp_path / "study",
+    study = tmp_path / "study"
+    flags = "--estimators", "parameter", "--workers", "2", "--output-dir", study
+    code, _ = run_main(
+        spaced_samples, "--quick", *flags, "--machine-label", "this machine"
     )
-    run_benchmark(
-        "wave_long_run.py",
-        "--weighting",
-        "sketch",
-        "--steps",
-        "20",
-        "--error-every",
-        "10",
-        "--sample-every",
-        "10",
-        "--output",
-        tmp_path / "long.json",
+    assert code == 0
+    run_main(
+        wave_long_run,
+        *("--weighting", "sketch", "--steps", 20, "--error-every", 10),
+        *("--sample-every", 10, "--output", tmp_path / "long.json"),
     )
     long_run = json.loads((tmp_path / "long.json").read_text())
     history = long_run["error_history"]
@@ -475,15 +444,13 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
         <= long_run["wall_time_s"] * 1.01 + 1e-3
     )
     assert long_run["settings"]["lr_decay_steps"] == 2  # ten decays
-    run_benchmark(
-        "spaced_samples.py",
-        "--combine",
-        tmp_path / "study" / "spaced-samples.json",
-        "--long-runs",
-        tmp_path / "long.json",
-        "--output-dir",
-        tmp_path / "page",
+    code, _ = run_main(
+        spaced_samples,
+        *("--combine", study / "spaced-samples.json"),
+        *("--long-runs", tmp_path / "long.json"),
+        *("--output-dir", tmp_path / "page"),
     )
+    assert code == 0
     page = (tmp_path / "page" / "spaced-samples.md").read_text()
     record = json.loads((tmp_path / "page" / "spaced-samples.json").read_text())
     assert {(r["estimator"], r["every"]) for r in record["runs"]} == {
