@@ -25,7 +25,14 @@ import statistics
 import sys
 import time
 
+import torch
+
 import harness
+from pina_ntk import solver_ntk_weights
+from pina_ntk.paper.experiments.outputs import relative_error_fn
+from pina_ntk.paper.experiments.training import ntk_weights_of, train_pinn
+from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
+from pina_ntk.paper.problems import WaveProblem
 
 ESTIMATORS = ("parameter", "predictor")
 EVERY = (1, 10, 50)
@@ -39,14 +46,6 @@ TITLE = "Spaced sketch samples on the wave tutorial"
 def run_job(job):
     """Train one sketch-NTK PINN of the study (a worker's job); return its
     numbers."""
-    import torch
-
-    from pina_ntk import solver_ntk_weights
-    from pina_ntk.paper.experiments.outputs import relative_error_fn
-    from pina_ntk.paper.experiments.training import ntk_weights_of, train_pinn
-    from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
-    from pina_ntk.paper.problems import WaveProblem
-
     torch.set_num_threads(1)
     options = dict(
         weightings=("sketch",),

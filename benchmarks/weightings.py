@@ -549,16 +549,10 @@ def problem_section(document, problem):
         shown = f"{min(finite):.2g}–{max(finite):.2g}" if finite else "—"
         if len(finite) < len(weights):
             shown += " **non-finite**"
-        table.append(
-            [
-                name,
-                error_cell(row["final"]),
-                error_cell(row["at_budget"]),
-                "—" if ms is None else f"{ms:.1f}",
-                "—" if ratio is None else f"{ratio:.2f}×",
-                shown,
-            ]
-        )
+        errors = [error_cell(row["final"]), error_cell(row["at_budget"])]
+        ms = "—" if ms is None else f"{ms:.1f}"
+        ratio = "—" if ratio is None else f"{ratio:.2f}×"
+        table.append([name, *errors, ms, ratio, shown])
         for run in row["runs"]:
             start = (run["history"]["errors"] or [None])[0]
             note = run["failure"]

@@ -24,7 +24,6 @@ import re
 import sys
 
 import pytest
-import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
@@ -99,14 +98,12 @@ def run_main(module, *arguments):
 
 
 @pytest.fixture(autouse=True)
-def own_threads_and_environment():
-    """The scripts set torch's threads and their workers' thread variables:
-    the tests after them get their own back."""
-    threads = torch.get_num_threads()
+def own_environment():
+    """The scripts set their workers' thread variables in the environment:
+    the tests after them get theirs back (torch's threads: conftest.py)."""
     names = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
     saved = {name: os.environ.get(name) for name in names}
     yield
-    torch.set_num_threads(threads)
     for name, value in saved.items():
         if value is None:
             os.environ.pop(name, None)
@@ -425,7 +422,7 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
     # two tiny sketch runs (k = 1 and 10), a tiny long run, then the page
     # combining them as the committed one was made
     study = tmp_path / "study"
-    flags = "--estimators", "parameter", "--workers", "2", "--output-dir", study
+    flags = "--estimators", "parameter", "--workers", "1", "--output-dir", study
     code, _ = run_main(
         spaced_samples, "--quick", *flags, "--machine-label", "this machine"
     )
