@@ -3,9 +3,9 @@
 Shared by ``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py`` and
 ``overhead.py`` (all three): the table rows (:data:`CONFIGS`) and their
 seeded solvers on PINA's ``AcousticWaveProblem`` (:func:`build_solver`),
-the settings and flags, the command line (:func:`study_main`) and the one
-renderer of their results (:func:`render`). What each row measures:
-``docs/benchmark-method.md``.
+the settings and flags and the command line (:func:`study_main`); the one
+renderer of their results is ``wave_study_page.render``. What each row
+measures: ``docs/benchmark-method.md``.
 """
 
 import argparse
@@ -23,7 +23,7 @@ from pina.problem.zoo import AcousticWaveProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 import harness
-from harness import fmt, markdown_table
+from wave_study_page import render
 from pina_ntk import NTKCallback
 from pina_ntk.core.estimators import predictor_direction, sample_probe
 from pina_ntk.integration.pina_adapter import trainable_parameters
@@ -88,10 +88,10 @@ SKETCH_KEYS += ("parameter",)
 FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
 FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
 FULL.update(accuracy_width=None, accuracy_checkpoints=[0, 50, 100, 200])
-FULL.update(accuracy_seeds=3, threads=1, seed=0)
+FULL.update(accuracy_seeds=3, threads=1, seed=0, min_periods=3)
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, accuracy_checkpoints=[0, 5])
-QUICK.update(accuracy_seeds=2)
+QUICK.update(accuracy_seeds=2, min_periods=1)
 #: Flags of the settings: name, help text, extra argparse options.
 # fmt: off
 SETTING_FLAGS = (
@@ -105,6 +105,8 @@ SETTING_FLAGS = (
     ("points", "points of the conditions D, t0 and boundary",
      {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")}),
     ("period", "steps between exact updates of the periodic row", {}),
+    ("min_periods", "whole periods a periodic row is timed over at the "
+     "least", {}),
     ("exact_steps", "measured steps of the exact-every-step row", {}),
     ("memory_steps", "steps of the memory runs", {}),
     ("accuracy_width", "width of the accuracy runs", {}),
@@ -413,150 +415,3 @@ def study_main(argv, script, names, studies, default_output=None):
         harness.write_page(args.output, document["script"], block, title)
     print(block)
     return 0
-
-
-# --------------------------------------------------------------- page
-def method_link(output, anchor=""):
-    """The link to ``docs/benchmark-method.md`` from a page at ``output``:
-    relative in the repository, the repository path otherwise."""
-    target = "docs/benchmark-method.md"
-    if output is not None:
-        folder = os.path.dirname(os.path.abspath(output))
-        if os.path.commonpath([folder, harness.ROOT]) == harness.ROOT:
-            method = os.path.join(harness.ROOT, target)
-            target = os.path.relpath(method, folder).replace(os.sep, "/")
-    return target + (f"#{anchor}" if anchor else "")
-
-
-def weighting_table(document, time, memory):
-    """The table with one row per network and configuration."""
-    header = ["network", "weighting"]
-    header += ["ms / step", "× unweighted", "range over rounds"] * time
-    header += ["peak extra memory (MiB)", "× unweighted"] * memory
-    depth = document["settings"]["depth"]
-    cells = []
-    for row in document["rows"]:
-        count = document["parameters"][str(row["width"])]
-        line = [f"{depth}×{row['width']} ({count:,} parameters)", row["label"]]
-        if time:
-            ms, ratio, low, high = row["time"]
-            line += [fmt(ms, 1), fmt(ratio), f"{fmt(low)}–{fmt(high)}"]
-        if memory:
-            line += [fmt(row["memory"][0]), fmt(row["memory"][1])]
-        cells.append(line)
-    return markdown_table(header, "ll" + "r" * (len(header) - 2), cells)
-
-
-def target_table(document, with_reference):
-    """The targets table; the reference column only where one is known."""
-    header = ["network", "quantity", "measured", "target", "verdict"]
-    header += ["unavoidable work alone"] * with_reference
-    rows = []
-    for check in document["targets"]:
-        row = [
-            f"{document['settings']['depth']}×{check['width']}",
-            check["label"],
-            f"{fmt(check['measured'], 3)}×",
-            f"≤ {check['limit']:g}×",
-            "pass" if check["measured"] <= check["limit"] else "**fail**",
-        ]
-        if with_reference:
-            reference = check.get("reference")
-            row.append("—" if reference is None else f"{fmt(reference, 3)}×")
-        rows.append(row)
-    return markdown_table(header, "llrrl" + "r" * with_reference, rows)
-
-
-def accuracy_section(accuracy, output):
-    """The accuracy section, from the page's numbers."""
-    checkpoints, names = accuracy["checkpoints"], accuracy["names"]
-    errors = [
-        [label, *(fmt(v, 1) for v in values), fmt(largest, 1)]
-        for label, values, largest in accuracy["errors"]
-    ]
-    weights = [
-        [label, *(fmt(v, 3) for v in exact + sketch)]
-        for label, exact, sketch in accuracy["weights"]
-    ]
-    columns = [f"`{n}` exact" for n in names] + [f"`{n}` sketch" for n in names]
-    link = method_link(output, "accuracy-of-the-sketched-weights")
-    return [
-        "## Accuracy of the sketched weights",
-        "",
-        "Max over conditions of |w_sketch − w_exact| / w_exact in percent, "
-        "median over seeds; last column: largest value over steps and "
-        f"seeds; [method]({link}).",
-        "",
-        *markdown_table(
-            ["estimator", *(f"step {c}" for c in checkpoints), "max"],
-            "l" + "r" * (len(checkpoints) + 1),
-            errors,
-        ),
-        "",
-        f"Weights at step {accuracy['step']}, seed {accuracy['seed']} (each "
-        "run has its own exact reference):",
-        "",
-        *markdown_table(
-            ["estimator", *columns], "l" + "r" * len(columns), weights
-        ),
-    ]
-
-
-def render(document, output=None):
-    """
-    The page of a wave-problem study, from its results document alone.
-
-    :param dict document: ``script``, ``parts``, ``settings``, ``lines``
-        (the settings in words), ``parameters`` and, as measured, ``rows``
-        (per network and configuration: ``time`` = [ms, ratio, low, high],
-        ``memory`` = [MiB, ratio]), ``targets`` and ``accuracy``.
-    :param output: The page's path (for the method links), or ``None``.
-    :return: The markdown block.
-    :rtype: str
-    """
-    lines = [
-        "How it measures and what each row means: "
-        f"[benchmark method]({method_link(output)}).",
-        "",
-        *harness.header_lines(document["parts"][0]),
-        *(f"- {line}" for line in document["lines"]),
-    ]
-    rows = document.get("rows", [])
-    time, memory = (any(k in row for row in rows) for k in ("time", "memory"))
-    if rows:
-        text = []
-        if time:
-            text.append(
-                "Time: median over rounds of the per-round ratio to the same "
-                "round's unweighted runs, and its range ([method]"
-                f"({method_link(output, 'time-per-step')}))"
-            )
-        if memory:
-            text.append(
-                "memory: ratio to the unweighted run of the same network "
-                f"([method]({method_link(output, 'peak-extra-memory')}))"
-            )
-        if any(r["label"].startswith("*reference") for r in rows):
-            text.append(
-                f"rows in italics are the [reference rows]"
-                f"({method_link(output, 'reference-rows')})"
-            )
-        title = {(1, 1): "Time and memory", (1, 0): "Time per step"}
-        title = title.get((time, memory), "Peak extra memory")
-        intro = "; ".join(text)
-        lines += ["", f"## {title}", "", intro[0].upper() + intro[1:] + ".", ""]
-        lines += weighting_table(document, time, memory)
-    if document.get("targets"):
-        checks = document["targets"]
-        with_reference = any(c.get("reference") is not None for c in checks)
-        intro = f"[Targets]({method_link(output, 'targets')})"
-        if with_reference:
-            intro += (
-                "; the last column is the ratio of the matching reference "
-                "row: the unavoidable part of the measured ratio"
-            )
-        table = target_table(document, with_reference)
-        lines += ["", "## Targets", "", intro + ".", "", *table]
-    if "accuracy" in document:
-        lines += ["", *accuracy_section(document["accuracy"], output)]
-    return "\n".join(lines) + "\n"

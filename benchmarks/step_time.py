@@ -31,7 +31,7 @@ PER_STEP_KEYS = tuple(
     if key not in configurations.SAMPLE_PERIODS
 )
 #: Whole periods a periodic row measures at the least (their median resists
-#: a stray slow step).
+#: a stray slow step) in results that predate the ``min_periods`` setting.
 MIN_PERIODS = 3
 #: Configurations timed over a window of whole periods (mean per step, so
 #: their periodic refreshes are amortised): their period in steps, the
@@ -74,9 +74,10 @@ def period_of(settings, key):
 
 def period_window(settings, key="exact_every_period"):
     """Measured steps of a periodic row: a whole number of its periods (at
-    least :data:`MIN_PERIODS`), so exactly that many refreshes fall in it."""
+    least ``min_periods``), so exactly that many refreshes fall in it."""
     period = period_of(settings, key)
-    periods = max(MIN_PERIODS, round(settings["steps"] / period))
+    least = settings.get("min_periods", MIN_PERIODS)
+    periods = max(least, round(settings["steps"] / period))
     return periods * period
 
 

@@ -1,0 +1,356 @@
+"""The weightings benchmark's page, from its results document alone: the
+error at equal steps and at equal time, the cost per step, failures, one
+figure per problem and README.md's compact table."""
+
+import math
+import os
+import statistics
+
+import harness
+from weightings_setup import (
+    PROBLEMS,
+    SCRIPT,
+    SMOOTHING_COMPARED,
+    SMOOTHING_PROBLEMS,
+    SMOOTHING_WEIGHTINGS,
+    TITLE,
+    TUTORIAL_NETWORK,
+    key,
+    label,
+)
+
+
+# ---------------------------------------------------------------- analysis
+def error_at(run, budget):
+    """The last error a run recorded at or before ``budget`` seconds
+    (``nan`` for a run that failed before the budget)."""
+    history = run["history"]
+    found = math.nan
+    for seconds, error in zip(history["seconds"], history["errors"]):
+        if seconds > budget:
+            break
+        found = error
+    stopped = history["seconds"][-1] if history["seconds"] else 0.0
+    if run["status"] != "ok" and stopped <= budget:
+        return math.nan
+    return found
+
+
+def spread(values):
+    """``(median, low, high, failed)`` of the finite values."""
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    failed = len(values) - len(finite)
+    if not finite:
+        return None, None, None, failed
+    return statistics.median(finite), min(finite), max(finite), failed
+
+
+def error_cell(values):
+    """A table cell: ``median (low–high)``, with failed runs counted."""
+    median, low, high, failed = spread(values)
+    if median is None:
+        return f"**failed** ({failed}/{len(values)})"
+    cell = f"{median:.2e}"
+    if len(values) - failed > 1:
+        cell += f" ({low:.2e}–{high:.2e})"
+    return cell + (f", **{failed}/{len(values)} failed**" if failed else "")
+
+
+def short(value):
+    """An error in two significant digits, as the summaries show it."""
+    for limit, digits in ((10, 0), (1, 1), (0.1, 2)):
+        if value >= limit:
+            return f"{value:.{digits}f}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def analyse(runs, problem, weightings):
+    """
+    One problem's numbers: the ``budget`` (the smallest median training
+    time over weightings) and per weighting its ``runs``, ``final`` and
+    ``at_budget`` errors, median ``ms_per_step`` and ``cost_ratio`` to
+    ``none``'s.
+    """
+    rows = {}
+    for weighting in weightings:
+        own = [r for r in runs if key(r)[:2] == (problem, weighting)]
+        if not own:
+            continue
+        own.sort(key=lambda r: r["seed"])
+        ok = [r for r in own if r["status"] == "ok"]
+        ms = [r["ms_per_step"] for r in (ok or own) if r["ms_per_step"]]
+        times = [r["train_seconds"] for r in ok]
+        rows[weighting] = dict(
+            runs=own,
+            final=[r["final_error"] if r in ok else math.nan for r in own],
+            ms_per_step=statistics.median(ms) if ms else None,
+            time=statistics.median(times) if times else None,
+        )
+    times = [row["time"] for row in rows.values() if row["time"]]
+    budget = min(times) if times else None
+    base = rows.get("none", {}).get("ms_per_step")
+    for row in rows.values():
+        row["at_budget"] = [
+            math.nan if budget is None else error_at(r, budget)
+            for r in row["runs"]
+        ]
+        ms = row["ms_per_step"]
+        row["cost_ratio"] = ms / base if ms and base else None
+    return {"budget": budget, "rows": rows}
+
+
+def summary_table(document, final):
+    """
+    Median relative L2 after the same steps (``final``) or at each
+    problem's time budget (headed by the budgets): problems as columns,
+    weightings as rows, the lowest per problem in bold.
+    """
+    every = document["settings"]["update_every"]
+    weightings, runs = document["weightings"], document["runs"]
+    analyses = {p: analyse(runs, p, weightings) for p in document["problems"]}
+    problems = [p for p in document["problems"] if analyses[p]["rows"]]
+    cells, best, table = {}, {}, []
+    for problem in problems:
+        for weighting, row in analyses[problem]["rows"].items():
+            median, _, _, failed = spread(
+                row["final" if final else "at_budget"]
+            )
+            cells[problem, weighting] = (median, failed, len(row["runs"]))
+            if median is not None:
+                best[problem] = min(best.get(problem, median), median)
+    if not final:
+        budgets = [analyses[p]["budget"] for p in problems]
+        budgets = ["—" if b is None else f"{b:.0f} s" for b in budgets]
+        table.append(["*time budget*", *budgets])
+    for weighting in weightings:
+        if not any((p, weighting) in cells for p in problems):
+            continue
+        row = [label(weighting, every)]
+        for problem in problems:
+            median, failed, count = cells.get(
+                (problem, weighting), (None, 0, 0)
+            )
+            text = "—" if not count else "failed"
+            if median is not None:
+                text = short(median)
+                text = f"**{text}**" if text == short(best[problem]) else text
+            row.append(text + (f" ({failed}/{count} failed)" if failed else ""))
+        table.append(row)
+    align = "l" + "r" * len(problems)
+    return harness.markdown_table(["weighting", *problems], align, table)
+
+
+def network_text(settings):
+    """The network and optimiser of some settings, in words."""
+    features, embedding = settings["fourier_features"], ""
+    if features:
+        embedding = (
+            f"{features} random Fourier features (scale "
+            f"{settings['fourier_scale']:g}) into "
+        )
+    return (
+        f"{embedding}a tanh MLP with {settings['depth']} hidden layers of "
+        f"{settings['width']}; Adam, learning rate {settings['lr']:g}, "
+        f"multiplied by {settings['lr_decay']:g} every "
+        f"{settings['lr_decay_steps']} steps (smoothly, per step)"
+    )
+
+
+def options_text(runs, weighting):
+    """The constructor options a weighting ran with, as recorded."""
+    for run in runs:
+        options = run.get("weighting_options")
+        if run["weighting"] == weighting and options:
+            shown = [
+                f"`{k}={v if str(v).startswith('<') else repr(v)}`"
+                for k, v in options.items()
+                if k != "class"
+            ]
+            return ", ".join(shown) or "—"
+    return "—"
+
+
+def make_figure(problem, analysis, every, path):
+    """Error against training time, a colour per weighting: thin lines the
+    seeds, thick the median over seeds, dotted the time budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    for index, (weighting, row) in enumerate(analysis["rows"].items()):
+        colour = f"C{index}"
+        for run in row["runs"]:
+            curve = run["history"]["seconds"], run["history"]["errors"]
+            ax.plot(*curve, color=colour, lw=0.7, alpha=0.35)
+        ok = [r["history"] for r in row["runs"] if r["status"] == "ok"]
+        if ok:
+            length = min(len(h["errors"]) for h in ok)
+            median = [
+                [statistics.median(h[k][i] for h in ok) for i in range(length)]
+                for k in ("seconds", "errors")
+            ]
+            ax.plot(*median, color=colour, lw=2.0)
+        text = label(weighting, every).replace("`", "")
+        ax.plot([], [], color=colour, lw=2.0, label=text)
+    if analysis["budget"]:
+        budget = analysis["budget"]
+        ax.axvline(budget, color="0.4", ls=":", lw=1.0, label="time budget")
+    ax.set_yscale("log")
+    ax.set_xlabel("training time (s, evaluations excluded)")
+    ax.set_ylabel("relative L2 error")
+    ax.set_title(f"{problem}: error against training time")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -------------------------------------------------------------------- page
+def problem_section(document, problem):
+    """One problem's section: its set-up, table, failures and figure."""
+    runs, parts = document["runs"], document["parts"]
+    every = document["settings"]["update_every"]
+    analysis = analyse(runs, problem, document["weightings"])
+    if not analysis["rows"]:
+        return []
+    first = next(iter(analysis["rows"].values()))["runs"]
+    budget = analysis["budget"]
+    budget = "—" if budget is None else f"{budget:.0f} s"
+    machines = {
+        parts[r.get("part", 0)]["machine_label"]
+        for r in runs
+        if r["problem"] == problem
+    }
+    counts = ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
+    lines = [
+        "",
+        f"## {problem}",
+        "",
+        f"`{PROBLEMS[problem][0]}`; points per step: {counts}; "
+        f"{first[0]['steps']} steps, {len(first)} seed(s); time budget "
+        f"{budget}; ran on {'; '.join(sorted(machines))}.",
+    ]
+    if any(first[0][k] != document["settings"][k] for k in TUTORIAL_NETWORK):
+        lines += ["", f"Network of this problem: {network_text(first[0])}."]
+    table, notes = [], []
+    for weighting, row in analysis["rows"].items():
+        name = label(weighting, every)
+        ms, ratio = row["ms_per_step"], row["cost_ratio"]
+        weights = [w for r in row["runs"] for w in r["final_weights"].values()]
+        finite = [w for w in weights if math.isfinite(w)]
+        shown = f"{min(finite):.2g}–{max(finite):.2g}" if finite else "—"
+        if len(finite) < len(weights):
+            shown += " **non-finite**"
+        errors = [error_cell(row["final"]), error_cell(row["at_budget"])]
+        ms = "—" if ms is None else f"{ms:.1f}"
+        ratio = "—" if ratio is None else f"{ratio:.2f}×"
+        table.append([name, *errors, ms, ratio, shown])
+        for run in row["runs"]:
+            start = (run["history"]["errors"] or [None])[0]
+            note = run["failure"]
+            if run["status"] == "ok" and run["final_error"] >= start:
+                note = (
+                    f"final error above the untrained network's ({start:.2e})"
+                )
+            if note:
+                notes.append(f"- {name}, seed {run['seed']}: {note}")
+    header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
+    header += [f"rel. L2 at {budget}", "ms/step", "cost per step"]
+    header.append("final weights")
+    lines += ["", *harness.markdown_table(header, "lrrrrr", table)]
+    if notes:
+        lines += ["", "Failures and notes:", "", *notes]
+    figure = f"figures/weightings/{problem}.png"
+    return lines + ["", f"![{problem}: error against time]({figure})"]
+
+
+def render(document):
+    """The page's generated block, from the results document alone."""
+    runs, settings = document["runs"], document["settings"]
+
+    def problems_of(index, part):
+        mine = {r["problem"] for r in runs if r.get("part", 0) == index}
+        return ", ".join(sorted(mine))
+
+    failed = sum(r["status"] != "ok" for r in runs)
+    steps = ", ".join(map(str, sorted({r["steps"] for r in runs})))
+    recorded = [
+        [label(w, settings["update_every"]), options_text(runs, w)]
+        for w in document["weightings"]
+    ]
+    lines = harness.parts_lines(document, problems_of) + [
+        f"Runs: {len(runs)} of {document['planned_runs']} planned ({failed} "
+        "failed). Network and optimiser unless a problem says otherwise: "
+        f"{network_text(settings)}. Error: relative L2 on a "
+        f"{settings['grid']}² grid of the input box, {settings['records']} "
+        "times per run.",
+        "",
+        "## Summary",
+        "",
+        "Median relative L2 over seeds; per problem the lowest in bold; — "
+        "where the weighting was not run.",
+        "",
+        f"After the same number of steps ({steps}):",
+        "",
+        *summary_table(document, final=True),
+        "",
+        "After the same training time (each problem's time budget):",
+        "",
+        *summary_table(document, final=False),
+        "",
+        "## Weightings as recorded",
+        "",
+        *harness.markdown_table(["weighting", "options"], "ll", recorded),
+    ]
+    for problem in document["problems"]:
+        lines += problem_section(document, problem)
+    smoothed = {
+        r["problem"] for r in runs if r["weighting"] in SMOOTHING_WEIGHTINGS
+    }
+    shown = [p for p in SMOOTHING_PROBLEMS if p in smoothed]
+    if shown:
+        compared = dict(document, problems=shown, weightings=SMOOTHING_COMPARED)
+        lines += [
+            "",
+            "## Smoothing exact weights",
+            "",
+            "Median over seeds of the relative L2 at the last step (per "
+            "problem the lowest in bold; ranges in the sections above).",
+            "",
+            *summary_table(compared, final=True),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+#: The markers of README.md's compact table.
+README_MARKERS = ("<!-- weightings-table -->", "<!-- /weightings-table -->")
+
+
+def readme_table(document):
+    """README.md's *Choosing a weighting* table: the median relative L2 at
+    each problem's time budget, the lowest in bold, and a link."""
+    link = (
+        "Medians over seeds at each problem's time budget; set-up, ranges "
+        "and costs: [docs/weightings.md](docs/weightings.md)."
+    )
+    table = summary_table(document, final=False)
+    return "\n".join([*table, "", link]) + "\n"
+
+
+def write_outputs(document, output_dir):
+    """Write the JSON, the page and the figures."""
+    harness.write_json(os.path.join(output_dir, "weightings.json"), document)
+    page = os.path.join(output_dir, "weightings.md")
+    harness.write_page(page, SCRIPT, render(document), TITLE)
+    folder = os.path.join(output_dir, "figures", "weightings")
+    for problem in document["problems"]:
+        analysis = analyse(document["runs"], problem, document["weightings"])
+        if analysis["rows"]:
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{problem}.png")
+            every = document["settings"]["update_every"]
+            make_figure(problem, analysis, every, path)

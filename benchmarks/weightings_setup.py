@@ -1,0 +1,97 @@
+"""The weightings benchmark's set-up: its problems, weightings and
+settings, and the page's label of a weighting (``weightings.py`` runs them,
+``weightings_page.py`` renders their results)."""
+
+SCRIPT = "weightings.py"
+TITLE = "Loss weightings: error against training time"
+#: Problems: the class and the fresh points per condition and step, about
+#: 1000 residual entries as the wave problem's (``t0`` of acoustic_wave
+#: holds two columns); ``None`` takes the class's ``PAPER_POINTS``.
+ZOO = "pina.problem.zoo:"
+# fmt: off
+PROBLEMS = {
+    "poisson": (ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}),
+    "helmholtz": (ZOO + "HelmholtzProblem", {"D": 800, "boundary": 200}),
+    "diffusion_reaction": (
+        ZOO + "DiffusionReactionProblem", {"D": 600, "t0": 200, "boundary": 200}
+    ),
+    "acoustic_wave": (
+        ZOO + "AcousticWaveProblem", {"D": 300, "t0": 200, "boundary": 200}
+    ),
+    "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
+    "wave": ("pina_ntk.paper.problems:WaveProblem", None),
+}
+# fmt: on
+#: The smoothing study's spacing in units of ``update_every`` (500 steps in
+#: the full run) and its moving-average rate per step.
+SPACED_FACTOR = 5
+SMOOTHING_ALPHA = 1e-3
+#: Weightings: label, and kind and options for the experiments' factory
+#: :func:`~pina_ntk.paper.experiments.settings.make_weighting`
+#: (``"every"``, ``"slow"``: ``update_every`` and 5 times it).
+EXACT, SKETCH = "`NTKWeighting(update_every_n_steps=", "`SketchNTKWeighting("
+# fmt: off
+WEIGHTINGS = {
+    "none": ("none (plain sum)", "none", {}),
+    "pina_ntk": ("PINA `NeuralTangentKernelWeighting()`", "pina_ntk", {}),
+    "pina_self_adaptive": (
+        "PINA `SelfAdaptiveWeighting(update_every_n_epochs={every})`",
+        "pina_self_adaptive", {"update_every_n_epochs": "every"},
+    ),
+    "exact": (EXACT + "{every})`", "exact", {"update_every_n_steps": "every"}),
+    "sketch_parameter": (
+        SKETCH + 'estimator="parameter")`', "sketch", {"estimator": "parameter"}
+    ),
+    "sketch_predictor": (
+        SKETCH + 'estimator="predictor")`', "sketch", {"estimator": "predictor"}
+    ),
+    "exact_rayleigh": (
+        EXACT + '{every}, statistic="rayleigh")`', "exact",
+        {"update_every_n_steps": "every", "statistic": "rayleigh"},
+    ),
+    "sketch_rayleigh": (
+        SKETCH + 'statistic="rayleigh")`', "sketch", {"statistic": "rayleigh"}
+    ),
+    "exact_500": (
+        EXACT + "{slow})`", "exact",
+        {"update_every_n_steps": "slow", "alpha": 1.0},
+    ),
+    "exact_500_smoothed": (
+        EXACT + f"{{slow}}, alpha={SMOOTHING_ALPHA:g})`", "exact",
+        {"update_every_n_steps": "slow", "alpha": SMOOTHING_ALPHA},
+    ),
+}
+# fmt: on
+SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")
+SMOOTHING_PROBLEMS = ("wave", "helmholtz", "poisson")
+SMOOTHING_COMPARED = (*SMOOTHING_WEIGHTINGS, "exact", "sketch_parameter")
+SMOOTHING_COMPARED += ("sketch_predictor",)
+#: Settings of every run: a tanh ``ScaledMLP``, Adam with a learning rate
+#: decaying smoothly per step (a run cut at a time budget is the start of a
+#: longer one), the error on a ``grid`` x ``grid`` grid ``records`` times.
+FULL = dict(width=64, depth=3, fourier_features=0, fourier_scale=1.0)
+FULL.update(lr=1e-3, lr_decay=0.9, lr_decay_steps=1000, grid=101, records=50)
+FULL.update(update_every=100, point_scale=1.0, steps=4000, seeds=3)
+FULL.update(calibrate=30, quick=False)
+QUICK = dict(FULL, width=8, depth=2, grid=11, records=2, update_every=5)
+QUICK.update(point_scale=0.03, steps=10, seeds=1, calibrate=0, quick=True)
+QUICK_PROBLEMS = ("poisson", "wave")
+#: Seeds where a problem departs from ``seeds``: ``wave`` trains the
+#: tutorial's wider network, about twice the cost per step.
+SEEDS = {"wave": 2}
+#: ``wave`` trains the wave tutorial's network (without it no weighting
+#: learnt it in a first, reduced run); in ``--quick`` only its embedding.
+TUTORIAL_NETWORK = ("width", "depth", "fourier_features", "fourier_scale")
+TUTORIAL_NETWORK += ("lr", "lr_decay", "lr_decay_steps")
+TUTORIAL_NETWORK_PROBLEMS = ("wave",)
+
+
+def label(weighting, every):
+    """The page's label of a weighting, with its actual spacing."""
+    text = WEIGHTINGS[weighting][0]
+    return text.format(every=every, slow=SPACED_FACTOR * every)
+
+
+def key(job):
+    """:return: ``(problem, weighting, seed)`` of a job or run."""
+    return job["problem"], job["weighting"], job["seed"]
