@@ -38,6 +38,12 @@ PAGES = [
     ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
     ("weightings.md", "weightings.json", "weightings.py", None),
     (
+        "rayleigh-study/weightings.md",
+        "rayleigh-study/weightings.json",
+        "weightings.py",
+        None,
+    ),
+    (
         "estimators.md",
         "probe-variance.json",
         "probe_variance.py",
