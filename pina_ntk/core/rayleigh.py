@@ -25,7 +25,11 @@ residual is exactly zero has no direction; it falls back to its trace (the
 Rayleigh quotient's mean over isotropic directions).
 """
 
+import math
+
 import torch
+
+from .estimators import exact_block_traces
 
 #: What a kernel sample estimates per condition: ``Tr(K_cc)`` (the paper)
 #: or ``n_c`` times the Rayleigh quotient along the residual.
@@ -75,13 +79,14 @@ def residual_directions(residuals, generator=None):
 def residual_probe(residuals, generator=None, scales=None):
     """
     The predictor's probe along the residual: block ``c`` is ``s_c xi_c
-    u_c`` with ``u_c`` from :func:`residual_directions` and ``xi_c = ±1``.
+    sqrt(n_c) u_c`` with ``u_c`` from :func:`residual_directions` and
+    ``xi_c = ±1``.
 
     With this probe the predictor's block sketch ``v_c · (K v)_c / s_c^2``
-    (:func:`~pina_ntk.core.estimators.predictor_block_traces`) is
-    ``rho_c`` plus the cross terms ``(s_d / s_c) xi_c xi_d u_c^T K_cd u_d``,
-    which vanish in mean: an unbiased sample of the Rayleigh quotient at the
-    cost of one trace sample. Multiply by ``n_c`` for effective traces.
+    (:func:`~pina_ntk.core.estimators.predictor_block_traces`) is the
+    effective trace ``n_c rho_c`` plus the cross terms ``(s_d / s_c) xi_c
+    xi_d sqrt(n_c n_d) u_c^T K_cd u_d``, which vanish in mean: an unbiased
+    sample at the cost of one trace sample.
 
     :param residuals: Residual blocks.
     :type residuals: list[torch.Tensor]
@@ -100,31 +105,33 @@ def residual_probe(residuals, generator=None, scales=None):
     signs = (2 * signs - 1).to(like.dtype)
     if scales is not None:
         signs = signs * scales.to(signs)
-    return [s * u for s, u in zip(signs.unbind(), directions)]
+    return [
+        s * math.sqrt(u.numel()) * u for s, u in zip(signs.unbind(), directions)
+    ]
 
 
-def exact_rayleigh_traces(residuals, params, trace_fn):
+def exact_rayleigh_traces(residuals, params, chunk_size=1):
     """
     Exact effective traces ``n_c R_c^T K_cc R_c / ||R_c||^2``.
 
     ``R_c^T K_cc R_c = ||J_c^T R_c||^2``: one reverse-mode pass per block
     (not per entry, as exact traces need). A block with a zero residual
-    takes its exact trace from ``trace_fn`` instead.
+    takes its exact trace instead
+    (:func:`~pina_ntk.core.estimators.exact_block_traces`).
 
     :param residuals: Residual blocks, computed from ``params`` with autograd
         enabled; their graph is retained.
     :type residuals: list[torch.Tensor]
     :param params: Parameters the kernel is taken with respect to.
     :type params: list[torch.Tensor]
-    :param callable trace_fn: ``[block] -> (1,)`` exact trace of one block
-        (:func:`~pina_ntk.core.estimators.exact_block_traces`).
+    :param int chunk_size: Entries per batched pass of that fallback.
     :return: Shape ``(len(residuals),)``.
     :rtype: torch.Tensor
 
     :Example:
         >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
         >>> block = theta * torch.tensor([3.0, 4.0])  # K = diag(9, 16)
-        >>> exact_rayleigh_traces([block], [theta], None)  # 2 * 1105 / 73
+        >>> exact_rayleigh_traces([block], [theta])  # 2 * 1105 / 73
         tensor([30.2740])
     """
     params = list(params)
@@ -135,7 +142,7 @@ def exact_rayleigh_traces(residuals, params, trace_fn):
         if flat.grad_fn is None:  # independent of every parameter
             found.append(flat.new_zeros(()))
         elif squared == 0:
-            found.append(trace_fn([block])[0])
+            found.append(exact_block_traces([block], params, chunk_size)[0])
         else:
             grads = torch.autograd.grad(
                 flat,

@@ -127,16 +127,11 @@ class NTKWeighting(KernelWeighting):
     def prepare_sample(self, params, residuals, generator, scales=None):
         """Exact block traces (they need the graph); see
         :meth:`KernelWeighting.prepare_sample`."""
-        params = list(params.values())
-
-        def traces(blocks):
-            return exact_block_traces(blocks, params, self.chunk_size)
-
+        statistic = exact_block_traces
         if self.statistic == "rayleigh":
-            found = exact_rayleigh_traces(residuals, params, traces)
-        else:
-            found = traces(residuals)
-        return {"traces": found.detach()}
+            statistic = exact_rayleigh_traces
+        traces = statistic(residuals, list(params.values()), self.chunk_size)
+        return {"traces": traces.detach()}
 
     def complete_sample(self, residual_fn, params, prepared, generator):
         """Nothing left to evaluate; see

@@ -19,7 +19,7 @@ from ..core.estimators import (
     symmetrised_kernel_sketch,
 )
 from ..core.rayleigh import STATISTICS, residual_directions, residual_probe
-from .kernel_weighting import KernelWeighting, block_sizes
+from .kernel_weighting import KernelWeighting
 
 
 def _check_step_size(value):
@@ -268,8 +268,6 @@ class SketchNTKWeighting(KernelWeighting):
         )
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
-        if self.statistic == "rayleigh":  # rho_c -> effective traces
-            traces = traces * block_sizes(prepared["residuals"])
         kernel = None
         if self.full_kernel:
             kernel = symmetrised_kernel_sketch(probe, product, scales)
