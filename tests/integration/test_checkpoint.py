@@ -33,111 +33,49 @@ def run_with_history(
     return history, solver, trainer
 
 
+def sketch(**options):
+    """A sketched weighting with the common options of these runs."""
+    return lambda: SketchNTKWeighting(
+        alpha=0.3, warmup_samples=3, seed=5, **options
+    )
+
+
+def exact(**options):
+    """An exact weighting with ``options``."""
+    return lambda: NTKWeighting(**options)
+
+
 @pytest.mark.parametrize(
     "weighting,auto",
     [
+        (exact(update_every_n_steps=2), False),
+        (exact(update_every_n_steps=3), False),
+        (sketch(sample_every_n_steps=1), False),
+        (sketch(sample_every_n_steps=1, estimator="parameter"), False),
+        (sketch(sample_every_n_steps=1, full_kernel=True), False),
         (
-            lambda: NTKWeighting(update_every_n_steps=2),
-            False,
-        ),
-        (
-            lambda: NTKWeighting(update_every_n_steps=3),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                sample_every_n_steps=1, alpha=0.3, warmup_samples=3, seed=5
+            sketch(
+                sample_every_n_steps=1, full_kernel=True, balanced_probe=False
             ),
             False,
         ),
+        (sketch(sample_every_n_steps=2), False),
+        (sketch(sample_every_n_steps=2, estimator="parameter"), False),
+        (sketch(sample_every_n_steps=3), False),
+        (exact(update_every_n_steps=2, alpha=0.5), False),
+        (exact(update_every_n_steps=2, statistic="rayleigh"), False),
+        (sketch(sample_every_n_steps=1, statistic="rayleigh"), False),
         (
-            lambda: SketchNTKWeighting(
-                sample_every_n_steps=1,
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
-                estimator="parameter",
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                sample_every_n_steps=1,
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
-                full_kernel=True,
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                sample_every_n_steps=1,
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
-                full_kernel=True,
-                balanced_probe=False,
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=2
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
-                estimator="parameter",
+            sketch(
                 sample_every_n_steps=2,
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                alpha=0.3, warmup_samples=3, seed=5, sample_every_n_steps=3
-            ),
-            False,
-        ),
-        (
-            lambda: NTKWeighting(update_every_n_steps=2, alpha=0.5),
-            False,
-        ),
-        (
-            lambda: NTKWeighting(update_every_n_steps=2, statistic="rayleigh"),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                sample_every_n_steps=1,
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
-                statistic="rayleigh",
-            ),
-            False,
-        ),
-        (
-            lambda: SketchNTKWeighting(
-                alpha=0.3,
-                warmup_samples=3,
-                seed=5,
                 estimator="parameter",
-                sample_every_n_steps=2,
                 statistic="rayleigh",
             ),
             False,
         ),
         # the callback the solver adds by itself (no NTKCallback passed)
-        (lambda: NTKWeighting(update_every_n_steps=2), True),
-        (
-            lambda: SketchNTKWeighting(alpha=0.3, warmup_samples=3, seed=5),
-            True,
-        ),
+        (exact(update_every_n_steps=2), True),
+        (sketch(), True),
     ],
     ids=[
         "exact",
