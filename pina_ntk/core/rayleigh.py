@@ -25,8 +25,6 @@ residual is exactly zero has no direction; it falls back to its trace (the
 Rayleigh quotient's mean over isotropic directions).
 """
 
-import math
-
 import torch
 
 from .estimators import exact_block_traces
@@ -79,14 +77,15 @@ def residual_directions(residuals, generator=None):
 def residual_probe(residuals, generator=None, scales=None):
     """
     The predictor's probe along the residual: block ``c`` is ``s_c xi_c
-    sqrt(n_c) u_c`` with ``u_c`` from :func:`residual_directions` and
-    ``xi_c = ±1``.
+    u_c`` with ``u_c`` from :func:`residual_directions` and ``xi_c = ±1``.
 
     With this probe the predictor's block sketch ``v_c · (K v)_c / s_c^2``
-    (:func:`~pina_ntk.core.estimators.predictor_block_traces`) is the
-    effective trace ``n_c rho_c`` plus the cross terms ``(s_d / s_c) xi_c
-    xi_d sqrt(n_c n_d) u_c^T K_cd u_d``, which vanish in mean: an unbiased
-    sample at the cost of one trace sample.
+    (:func:`~pina_ntk.core.estimators.predictor_block_traces`) is
+    ``rho_c`` plus the cross terms ``(s_d / s_c) xi_c xi_d u_c^T K_cd u_d``,
+    which vanish in mean: an unbiased sample of the Rayleigh quotient at the
+    cost of one trace sample; :func:`effective_traces` multiplies by
+    ``n_c``. (Unit blocks keep a small block's cross terms as small as a
+    large block's: a probe of norm ``sqrt(n_c)`` would not.)
 
     :param residuals: Residual blocks.
     :type residuals: list[torch.Tensor]
@@ -105,9 +104,22 @@ def residual_probe(residuals, generator=None, scales=None):
     signs = (2 * signs - 1).to(like.dtype)
     if scales is not None:
         signs = signs * scales.to(signs)
-    return [
-        s * math.sqrt(u.numel()) * u for s, u in zip(signs.unbind(), directions)
-    ]
+    return [s * u for s, u in zip(signs.unbind(), directions)]
+
+
+def effective_traces(quotients, residuals):
+    """
+    ``n_c rho_c`` from Rayleigh quotients ``rho_c``, ``n_c`` the entries of
+    block ``c`` (Python numbers: no host-to-device copy).
+
+    :param torch.Tensor quotients: ``rho_c``, ``(C,)``.
+    :param residuals: The residual blocks.
+    :type residuals: list[torch.Tensor]
+    :rtype: torch.Tensor
+    """
+    return torch.stack(
+        [q * r.numel() for q, r in zip(quotients.unbind(), residuals)]
+    )
 
 
 def exact_rayleigh_traces(residuals, params, chunk_size=1):

@@ -18,7 +18,12 @@ from ..core.estimators import (
     sample_probe,
     symmetrised_kernel_sketch,
 )
-from ..core.rayleigh import STATISTICS, residual_directions, residual_probe
+from ..core.rayleigh import (
+    STATISTICS,
+    effective_traces,
+    residual_directions,
+    residual_probe,
+)
 from .kernel_weighting import KernelWeighting
 
 
@@ -268,6 +273,8 @@ class SketchNTKWeighting(KernelWeighting):
         )
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
+        if self.statistic == "rayleigh":
+            traces = effective_traces(traces, prepared["residuals"])
         kernel = None
         if self.full_kernel:
             kernel = symmetrised_kernel_sketch(probe, product, scales)

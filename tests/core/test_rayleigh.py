@@ -14,6 +14,7 @@ from pina_ntk.core.estimators import (
     predictor_direction,
 )
 from pina_ntk.core.rayleigh import (
+    effective_traces,
     exact_rayleigh_traces,
     residual_directions,
     residual_probe,
@@ -99,8 +100,8 @@ def test_residual_directions_are_unit_and_mark_zero_blocks(float64):
 
 def cross_term_variances(kernel, residual, scales):
     """Exact variance of one predictor sample along the residual: the cross
-    terms ``(s_d / s_c) xi_c xi_d sqrt(n_c n_d) u_c^T K_cd u_d`` (``xi =
-    ±1``), each with variance ``(s_d / s_c)^2 n_c n_d (u_c^T K_cd u_d)^2``."""
+    terms ``(s_d / s_c) xi_c xi_d u_c^T K_cd u_d`` (``xi = ±1``), each with
+    variance ``(s_d / s_c)^2 (u_c^T K_cd u_d)^2``, times ``n_c^2``."""
     units = [r / r.norm() for r in residual.split(SIZES)]
     starts = [0, SIZES[0]]
     found = []
@@ -113,13 +114,10 @@ def cross_term_variances(kernel, residual, scales):
                 starts[c] : starts[c] + SIZES[c],
                 starts[d] : starts[d] + SIZES[d],
             ]
-            total += (
-                (scales[d] / scales[c]) ** 2
-                * SIZES[c]
-                * SIZES[d]
-                * (units[c] @ block @ units[d]) ** 2
-            )
-        found.append(total)
+            total += (scales[d] / scales[c]) ** 2 * (
+                units[c] @ block @ units[d]
+            ) ** 2
+        found.append(SIZES[c] ** 2 * total)
     return torch.stack(found)
 
 
@@ -137,7 +135,8 @@ def test_predictor_along_the_residual_is_unbiased(float64, scales):
         product = kernel_probe_product(
             fn, params, probe, 1e-3, "forward", residuals, direction
         )
-        samples.append(predictor_block_traces(probe, product, scale_tensor))
+        quotients = predictor_block_traces(probe, product, scale_tensor)
+        samples.append(effective_traces(quotients, residuals))
     samples = torch.stack(samples)
     variance = cross_term_variances(
         kernel, torch.cat(residuals).detach(), scales or (1.0, 1.0)
@@ -204,11 +203,10 @@ def test_predictor_along_a_zero_residual_samples_the_trace(float64):
         product = kernel_probe_product(
             fn, params, probe, 1e-3, "forward", residuals, direction
         )
-        samples.append(predictor_block_traces(probe, product)[1])
+        samples.append(predictor_block_traces(probe, product)[1] * SIZES[1])
     samples = torch.stack(samples)
     assert torch.isfinite(samples).all()
-    # sqrt(n) u, u a uniformly random unit direction, gives E[n u^T K u] =
-    # Tr(K); the
+    # a uniformly random unit direction u gives E[n u^T K u] = Tr(K); the
     # tolerance is four standard errors of the seeded samples' mean
     tolerance = 4 * float(samples.std()) / math.sqrt(len(samples))
     assert float(samples.mean()) == pytest.approx(
