@@ -50,6 +50,7 @@ from weightings_page import (  # noqa: F401 (render: the page tests')
     write_outputs,
 )
 from weightings_setup import (
+    FIXED_POINTS,
     FULL,
     PROBLEMS,
     QUICK,
@@ -197,7 +198,9 @@ def _train(job, record):
     watch = FailureWatch()
     every = max(1, job["steps"] // job["records"])
     errors = training.ErrorHistory(every, error_fn)
-    callbacks = [watch, resampling.ResampleCallback(1, job["counts"]), errors]
+    callbacks = [watch, errors]
+    if job["problem"] not in FIXED_POINTS:
+        callbacks.insert(1, resampling.ResampleCallback(1, job["counts"]))
     try:
         with training.quiet_lightning(".*does not have many workers.*"):
             training.make_trainer(solver, job["steps"], callbacks).train()

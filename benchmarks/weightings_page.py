@@ -8,6 +8,7 @@ import statistics
 
 import harness
 from weightings_setup import (
+    FIXED_POINTS,
     PROBLEMS,
     SCRIPT,
     SMOOTHING_COMPARED,
@@ -226,11 +227,12 @@ def problem_section(document, problem):
         if r["problem"] == problem
     }
     counts = ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
+    drawn = "drawn once" if problem in FIXED_POINTS else "per step"
     lines = [
         "",
         f"## {problem}",
         "",
-        f"`{PROBLEMS[problem][0]}`; points per step: {counts}; "
+        f"`{PROBLEMS[problem][0]}`; points {drawn}: {counts}; "
         f"{first[0]['steps']} steps, {len(first)} seed(s); time budget "
         f"{budget}; ran on {'; '.join(sorted(machines))}.",
     ]

@@ -20,8 +20,12 @@ PROBLEMS = {
     ),
     "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
     "wave": ("pina_ntk.paper.problems:WaveProblem", None),
+    "poisson_fixed": (ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}),
 }
 # fmt: on
+#: Problems whose points are drawn once, before training, instead of afresh
+#: at every step: how the points are drawn changes which weighting wins.
+FIXED_POINTS = ("poisson_fixed",)
 #: The smoothing study's spacing in units of ``update_every`` (500 steps in
 #: the full run) and its moving-average rate per step.
 SPACED_FACTOR = 5
@@ -48,6 +52,11 @@ WEIGHTINGS = {
     "exact_rayleigh": (
         EXACT + '{every}, statistic="rayleigh")`', "exact",
         {"update_every_n_steps": "every", "statistic": "rayleigh"},
+    ),
+    "exact_rayleigh_smoothed": (
+        EXACT + '{every}, statistic="rayleigh", alpha=0.001)`', "exact",
+        {"update_every_n_steps": "every", "statistic": "rayleigh",
+         "alpha": 1e-3},
     ),
     "sketch_rayleigh": (
         SKETCH + 'statistic="rayleigh")`', "sketch", {"statistic": "rayleigh"}
