@@ -47,6 +47,9 @@ CONFIGS = (
     ("exact_every_step", "exact `NTKWeighting`, every step", ("exact", {})),
     ("exact_every_period", "exact `NTKWeighting`, every {period} steps",
      ("exact", {"update_every_n_steps": "{period}"})),
+    ("exact_rayleigh_every_period",
+     'exact `NTKWeighting(statistic="rayleigh")`, every {period} steps',
+     ("exact", {"update_every_n_steps": "{period}", "statistic": "rayleigh"})),
     ("predictor_forward", "predictor sketch, forward difference, k = 1",
      ("sketch", K1)),
     ("predictor_central", "predictor sketch, central difference",
@@ -59,6 +62,12 @@ CONFIGS = (
       for estimator, name in (("predictor", "predictor"),
                               ("parameter", "parameter-space"))
       for k in (10, 100)),
+    *((f"{estimator}_rayleigh_every_10",
+       f'{name} sketch, `statistic="rayleigh"`, k = 10 (amortised)',
+       ("sketch", {"estimator": estimator, "sample_every_n_steps": 10,
+                   "statistic": "rayleigh"}))
+      for estimator, name in (("predictor", "predictor"),
+                              ("parameter", "parameter-space"))),
     ("predictor_same_step",
      "predictor sketch, forward, `sample_after_backward=False`",
      ("sketch", dict(K1, **SAME_STEP))),

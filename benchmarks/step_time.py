@@ -24,19 +24,21 @@ SETTINGS = ("steps", "warmup", "rounds", "threads", "widths", "depth")
 SETTINGS += ("points", "period", "exact_steps", "seed")
 #: The worker job of one timing round for one network.
 JOB = "step_time:run_timing"
+#: Exact rows with an update every ``period`` steps (from the settings).
+EXACT_PERIODIC_KEYS = ("exact_every_period", "exact_rayleigh_every_period")
+#: Configurations timed over a window of whole periods (mean per step, so
+#: their periodic refreshes are amortised): the exact ones and the sketches
+#: with a sample every k > 1 steps.
+PERIODIC_KEYS = (*EXACT_PERIODIC_KEYS, *configurations.SAMPLE_PERIODS)
 #: Configurations that are timed step by step (median over steps).
 PER_STEP_KEYS = tuple(
     key
-    for key in configurations.CONFIG_KEYS[3:]  # after unweighted and exact
-    if key not in configurations.SAMPLE_PERIODS
+    for key in configurations.CONFIG_KEYS
+    if key not in ("unweighted", "exact_every_step", *PERIODIC_KEYS)
 )
 #: Whole periods a periodic row measures at the least (their median resists
 #: a stray slow step) in results that predate the ``min_periods`` setting.
 MIN_PERIODS = 3
-#: Configurations timed over a window of whole periods (mean per step, so
-#: their periodic refreshes are amortised): their period in steps, the
-#: exact one's from the settings.
-PERIODIC_KEYS = ("exact_every_period", *configurations.SAMPLE_PERIODS)
 #: Per-sample targets: a sample every step (k = 1) may cost at most this
 #: much above its reference row, the extra work its estimator cannot avoid
 #: done without any NTK bookkeeping.
@@ -48,14 +50,17 @@ TIME_REFERENCES = {
 #: Amortised targets: the largest allowed ratio to an unweighted step with
 #: a sample every 10 steps.
 AMORTISED_TARGETS = {"predictor_every_10": 1.15, "parameter_every_10": 1.10}
+AMORTISED_TARGETS.update(
+    predictor_rayleigh_every_10=1.15, parameter_rayleigh_every_10=1.10
+)
 
 
 # ---------------------------------------------------------------- worker side
 def timing_order(round_index):
     """The run order of a timing round (from 0): unweighted, the cheap rows
-    rotated by the round, unweighted again, then the exact ones (long, and
-    far above the noise)."""
-    cheap = PER_STEP_KEYS + tuple(configurations.SAMPLE_PERIODS)
+    rotated by the round, unweighted again, then the exact trace rows (long,
+    and far above the noise)."""
+    cheap = PER_STEP_KEYS + PERIODIC_KEYS[1:]
     shift = round_index % len(cheap)
     rotated = list(cheap[shift:] + cheap[:shift])
     return (
@@ -67,7 +72,7 @@ def timing_order(round_index):
 
 def period_of(settings, key):
     """:return: The steps between the refreshes of a periodic row."""
-    if key == "exact_every_period":
+    if key in EXACT_PERIODIC_KEYS:
         return settings["period"]
     return configurations.SAMPLE_PERIODS[key]
 
