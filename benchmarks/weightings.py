@@ -321,7 +321,9 @@ def main(argv=None):
         document = run_all(args, argv)
     write_outputs(document, args.output_dir)
     if args.readme:
-        table = readme_table(document)
+        page = os.path.join(args.output_dir, "weightings.md")
+        page = os.path.relpath(page, os.path.dirname(args.readme))
+        table = readme_table(document, page.replace(os.sep, "/"))
         harness.write_block(args.readme, *README_MARKERS, table)
     return 130 if document.get("interrupted") else 0
 

@@ -332,12 +332,13 @@ def render(document):
 README_MARKERS = ("<!-- weightings-table -->", "<!-- /weightings-table -->")
 
 
-def readme_table(document):
+def readme_table(document, page="docs/weightings.md"):
     """README.md's *Choosing a weighting* table: the median relative L2 at
-    each problem's time budget, the lowest in bold, and a link."""
+    each problem's time budget, the lowest in bold, and a link to ``page``
+    (the page of ``document``, relative to the README)."""
     link = (
         "Medians over seeds at each problem's time budget; set-up, ranges "
-        "and costs: [docs/weightings.md](docs/weightings.md)."
+        f"and costs: [{page}]({page})."
     )
     table = summary_table(document, final=False)
     return "\n".join([*table, "", link]) + "\n"

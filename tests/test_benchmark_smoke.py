@@ -415,8 +415,9 @@ def test_weightings_quick(tmp_path, capsys):
     readme.write_text(f"# x\n\n{begin}\nold\n{end}\n", encoding="utf-8")
     json_file = combined / "weightings.json"
     run("--from-json", json_file, "--output-dir", combined, "--readme", readme)
+    page = f"{combined.relative_to(tmp_path).as_posix()}/weightings.md"
     assert harness.read_block(str(readme), begin, end) == (
-        weightings.readme_table(data)
+        weightings.readme_table(data, page)
     )
     assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 

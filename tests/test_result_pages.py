@@ -86,8 +86,11 @@ def test_readme_table_is_rendered_from_the_weightings_results():
     begin, end = weightings.README_MARKERS
     assert begin in readme and end in readme, "README.md lost its table block"
     block = harness.read_block(os.path.join(ROOT, "README.md"), begin, end)
-    document = harness.read_json(os.path.join(DOCS, "weightings.json"))
-    assert block == weightings.readme_table(document)
+    # the block links the page whose results it renders
+    page = re.findall(r"\[(docs/[\w/.-]+\.md)\]", block)[-1]
+    results = os.path.join(ROOT, os.path.dirname(page), "weightings.json")
+    document = harness.read_json(results)
+    assert block == weightings.readme_table(document, page)
 
 
 def test_an_edited_number_is_caught(tmp_path):
