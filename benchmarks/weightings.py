@@ -132,6 +132,29 @@ class FailureWatch(Callback):
         trainer.should_stop = True
 
 
+class ConditionHistory(Callback):
+    """Each condition's loss and applied weight every ``every`` steps (with
+    the error history's steps): where the error sits and how the weights
+    follow it."""
+
+    def __init__(self, every):
+        self.every = every
+        self.steps, self.losses, self.weights = [], [], []
+
+    def on_train_epoch_end(self, trainer, solver):
+        # one step per epoch: PINA's per-condition losses are logged per
+        # epoch, so they are complete here and not yet at the batch's end
+        step = trainer.global_step
+        if step % self.every and step != trainer.max_epochs:
+            return
+        metrics = trainer.callback_metrics
+        names = solver.problem.conditions
+        losses = {c: float(metrics[f"{c}_loss"]) for c in names}
+        self.steps.append(step)
+        self.losses.append(losses)
+        self.weights.append(harness.applied_weights(solver))
+
+
 def run_job(job):
     """Train one PINN (a worker's job); return the job with its results. A
     run that raises or turns non-finite (it stops there) is recorded as
@@ -198,7 +221,8 @@ def _train(job, record):
     watch = FailureWatch()
     every = max(1, job["steps"] // job["records"])
     errors = training.ErrorHistory(every, error_fn)
-    callbacks = [watch, errors]
+    conditions = ConditionHistory(every)
+    callbacks = [watch, errors, conditions]
     if job["problem"] not in FIXED_POINTS:
         callbacks.insert(1, resampling.ResampleCallback(1, job["counts"]))
     try:
@@ -207,6 +231,11 @@ def _train(job, record):
     finally:
         for name, values in errors.as_dict().items():
             history[name] += values
+        history["conditions"] = {
+            "steps": conditions.steps,
+            "losses": conditions.losses,
+            "weights": conditions.weights,
+        }
         record["failure"] = watch.failure
         record["failed_at_step"] = watch.failed_at
         try:

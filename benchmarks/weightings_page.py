@@ -211,6 +211,58 @@ def make_figure(problem, analysis, every, path):
 
 
 # -------------------------------------------------------------------- page
+def make_condition_figure(problem, analysis, every, path):
+    """Seed 0 of each weighting: each condition's weight relative to the
+    interior condition's (the one with most points), and its loss, against
+    the steps; a colour per weighting, a line style per condition."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    styles = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
+    for index, (weighting, row) in enumerate(analysis["rows"].items()):
+        run = min(row["runs"], key=lambda r: r["seed"])
+        found = run["history"].get("conditions")
+        if not found or not found["steps"]:
+            continue
+        colour, counts = f"C{index}", run["counts"]
+        interior = max(counts, key=counts.get)
+        for style, condition in zip(styles * 2, counts):
+            losses = [step[condition] for step in found["losses"]]
+            right.plot(found["steps"], losses, color=colour, ls=style, lw=1)
+            if condition != interior and found["weights"][-1]:
+                ratio = [w[condition] / w[interior] for w in found["weights"]]
+                left.plot(found["steps"], ratio, color=colour, ls=style, lw=1)
+        text = label(weighting, every).replace("`", "")
+        left.plot([], [], color=colour, label=text)
+    first = next(iter(analysis["rows"].values()))["runs"][0]["counts"]
+    for style, condition in zip(styles * 2, first):
+        right.plot([], [], color="0.3", ls=style, label=condition)
+    interior = max(first, key=first.get)
+    left.set_ylabel(f"weight / weight of {interior}")
+    right.set_ylabel("condition loss (mean squared residual)")
+    for ax in (left, right):
+        ax.set_yscale("log")
+        ax.set_xlabel("step")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize=6, loc="best")
+    fig.suptitle(f"{problem}: weights and condition losses, seed 0")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def has_condition_history(analysis):
+    """Whether the runs recorded their condition losses and weights."""
+    return any(
+        run["history"].get("conditions", {}).get("steps")
+        for row in analysis["rows"].values()
+        for run in row["runs"]
+    )
+
+
 def problem_section(document, problem):
     """One problem's section: its set-up, table, failures and figure."""
     runs, parts = document["runs"], document["parts"]
@@ -267,7 +319,11 @@ def problem_section(document, problem):
     if notes:
         lines += ["", "Failures and notes:", "", *notes]
     figure = f"figures/weightings/{problem}.png"
-    return lines + ["", f"![{problem}: error against time]({figure})"]
+    lines += ["", f"![{problem}: error against time]({figure})"]
+    if has_condition_history(analysis):
+        figure = f"figures/weightings/{problem}-conditions.png"
+        lines += ["", f"![{problem}: weights and condition losses]({figure})"]
+    return lines
 
 
 def render(document):
@@ -357,3 +413,6 @@ def write_outputs(document, output_dir):
             path = os.path.join(folder, f"{problem}.png")
             every = document["settings"]["update_every"]
             make_figure(problem, analysis, every, path)
+            if has_condition_history(analysis):
+                path = os.path.join(folder, f"{problem}-conditions.png")
+                make_condition_figure(problem, analysis, every, path)
