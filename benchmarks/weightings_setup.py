@@ -11,6 +11,9 @@ ZOO = "pina.problem.zoo:"
 # fmt: off
 PROBLEMS = {
     "poisson": (ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}),
+    "poisson_fixed": (
+        ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}
+    ),
     "helmholtz": (ZOO + "HelmholtzProblem", {"D": 800, "boundary": 200}),
     "diffusion_reaction": (
         ZOO + "DiffusionReactionProblem", {"D": 600, "t0": 200, "boundary": 200}
@@ -20,7 +23,6 @@ PROBLEMS = {
     ),
     "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
     "wave": ("pina_ntk.paper.problems:WaveProblem", None),
-    "poisson_fixed": (ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}),
 }
 # fmt: on
 #: Problems whose points are drawn once, before training, instead of afresh
