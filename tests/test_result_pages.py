@@ -37,11 +37,18 @@ PAGES = [
 ] + [
     ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
     ("weightings.md", "weightings.json", "weightings.py", None),
+    *(
+        (f"{name}.md", f"{name}.json", "weightings.py", None)
+        for name in (
+            "rayleigh-study/weightings",
+            "rayleigh-study/conditions/weightings",
+        )
+    ),
     (
-        "rayleigh-study/weightings.md",
-        "rayleigh-study/weightings.json",
-        "weightings.py",
-        None,
+        "rayleigh-study/step-time.md",
+        "rayleigh-study/step-time.json",
+        "step_time.py",
+        configurations.render,
     ),
     (
         "estimators.md",
