@@ -45,6 +45,7 @@ WEIGHTING_LABELS = (
     "unweighted (PINA default)",
     "exact `NTKWeighting`, every step",
     "exact `NTKWeighting`, every 5 steps",
+    'exact `NTKWeighting(statistic="rayleigh")`, every 5 steps',
     "predictor sketch, forward difference, k = 1",
     "predictor sketch, central difference",
     "predictor sketch, `balanced_probe=False`",
@@ -53,6 +54,8 @@ WEIGHTING_LABELS = (
     "predictor sketch, k = 100 (amortised)",
     "parameter-space sketch, k = 10 (amortised)",
     "parameter-space sketch, k = 100 (amortised)",
+    'predictor sketch, `statistic="rayleigh"`, k = 10 (amortised)',
+    'parameter-space sketch, `statistic="rayleigh"`, k = 10 (amortised)',
     "predictor sketch, forward, `sample_after_backward=False`",
     "parameter-space sketch, `sample_after_backward=False`",
     "PINA `NeuralTangentKernelWeighting`",
@@ -60,7 +63,8 @@ WEIGHTING_LABELS = (
     "*reference: unweighted + one more residual evaluation and one "
     "`Jᵀg` backward*",
 )
-ACCURACY_LABELS = WEIGHTING_LABELS[3:7]
+#: The four sketch estimators' labels (``configurations.SKETCH_KEYS``).
+ACCURACY_LABELS = WEIGHTING_LABELS[4:8]
 QUICK_NETWORKS = ("3×20",)
 
 
@@ -415,9 +419,9 @@ def test_weightings_quick(tmp_path, capsys):
     readme.write_text(f"# x\n\n{begin}\nold\n{end}\n", encoding="utf-8")
     json_file = combined / "weightings.json"
     run("--from-json", json_file, "--output-dir", combined, "--readme", readme)
-    page = f"{combined.relative_to(tmp_path).as_posix()}/weightings.md"
+    link = f"{combined.relative_to(tmp_path).as_posix()}/weightings.md"
     assert harness.read_block(str(readme), begin, end) == (
-        weightings.readme_table(data, page)
+        weightings.readme_table(data, link)
     )
     assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 
