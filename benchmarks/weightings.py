@@ -3,10 +3,11 @@ r"""Which loss weighting reaches the lowest error for a time budget?
 Trains the same network, points and optimiser on each problem of
 :data:`PROBLEMS` with each weighting of :data:`WEIGHTINGS`, recording the
 relative L2 error on a fixed grid against the training time (evaluations
-excluded). Writes ``weightings.json`` (after each finished run, so an
-interrupted run keeps what it measured), the block of ``weightings.md`` and
-one figure per problem rendered from it, and with ``--readme`` README.md's
-*Choosing a weighting* table. A full run first times ``--calibrate`` steps
+excluded), and each condition's loss and applied weight. Writes
+``weightings.json`` (after each finished run, so an interrupted run keeps
+what it measured), the block of ``weightings.md`` and two figures per
+problem rendered from it (error against time; condition losses and
+weights), and with ``--readme`` README.md's *Choosing a weighting* table. A full run first times ``--calibrate`` steps
 of each pair to start the longest jobs first. The problems, weightings and
 settings are in ``weightings_setup.py``, the page in ``weightings_page.py``.
 
