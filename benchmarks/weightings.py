@@ -7,8 +7,9 @@ excluded), and each condition's loss and applied weight. Writes
 ``weightings.json`` (after each finished run, so an interrupted run keeps
 what it measured), the block of ``weightings.md`` and two figures per
 problem rendered from it (error against time; condition losses and
-weights), and with ``--readme`` README.md's *Choosing a weighting* table. A full run first times ``--calibrate`` steps
-of each pair to start the longest jobs first. The problems, weightings and
+weights), and with ``--readme`` README.md's *Choosing a weighting* table.
+A full run first times ``--calibrate`` steps of each pair to start the
+longest jobs first. The problems, weightings and
 settings are in ``weightings_setup.py``, the page in ``weightings_page.py``.
 
     python benchmarks/weightings.py                 # docs/weightings.md
