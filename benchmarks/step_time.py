@@ -49,10 +49,11 @@ TIME_REFERENCES = {
 }
 #: Amortised targets: the largest allowed ratio to an unweighted step with
 #: a sample every 10 steps.
-AMORTISED_TARGETS = {"predictor_every_10": 1.15, "parameter_every_10": 1.10}
-AMORTISED_TARGETS.update(
-    predictor_rayleigh_every_10=1.15, parameter_rayleigh_every_10=1.10
-)
+AMORTISED_TARGETS = {
+    f"{estimator}{statistic}_every_10": limit
+    for statistic in ("", "_rayleigh")
+    for estimator, limit in (("predictor", 1.15), ("parameter", 1.10))
+}
 
 
 # ---------------------------------------------------------------- worker side
@@ -60,14 +61,11 @@ def timing_order(round_index):
     """The run order of a timing round (from 0): unweighted, the cheap rows
     rotated by the round, unweighted again, then the exact trace rows (long,
     and far above the noise)."""
-    cheap = PER_STEP_KEYS + PERIODIC_KEYS[1:]
+    long = ("exact_every_period", "exact_every_step")
+    cheap = PER_STEP_KEYS + tuple(k for k in PERIODIC_KEYS if k not in long)
     shift = round_index % len(cheap)
     rotated = list(cheap[shift:] + cheap[:shift])
-    return (
-        ["unweighted"]
-        + rotated
-        + ["unweighted", "exact_every_period", "exact_every_step"]
-    )
+    return ["unweighted"] + rotated + ["unweighted", *long]
 
 
 def period_of(settings, key):
