@@ -63,6 +63,14 @@ WEIGHTINGS = {
     "sketch_rayleigh": (
         SKETCH + 'statistic="rayleigh")`', "sketch", {"statistic": "rayleigh"}
     ),
+    "sketch_boundary": (
+        SKETCH + 'statistic="boundary")`', "sketch", {"statistic": "boundary"}
+    ),
+    "exact_boundary_smoothed": (
+        EXACT + '{every}, statistic="boundary", alpha=0.001)`', "exact",
+        {"update_every_n_steps": "every", "statistic": "boundary",
+         "alpha": 1e-3},
+    ),
     "exact_500": (
         EXACT + "{slow})`", "exact",
         {"update_every_n_steps": "slow", "alpha": 1.0},

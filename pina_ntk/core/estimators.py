@@ -484,11 +484,11 @@ def parameter_space_block_traces(
     :param torch.Generator generator: Source of ``z``.
     :param residuals: ``R(theta)`` if already available (detached is fine).
     :type residuals: list[torch.Tensor]
-    :param along: ``(directions, nonzero)`` from
+    :param along: ``(directions, along)`` from
         :func:`~pina_ntk.core.rayleigh.residual_directions`: then block ``c``
         gives ``n_c (u_c · J_c z)^2``, unbiased for ``n_c u_c^T K_cc u_c``
         (the Rayleigh statistic's effective trace; the plain trace sketch
-        where ``nonzero`` is ``False``). ``None`` (default): traces.
+        where ``along`` is ``False``). ``None`` (default): traces.
     :type along: tuple
     :return: Shape ``(n_blocks,)``.
     :rtype: torch.Tensor
@@ -519,14 +519,14 @@ def parameter_space_block_traces(
     moved = [p - b for p, b in zip(plus, base)]
     squared = torch.stack([_squared_norm(m) for m in moved])
     if along is not None:
-        directions, nonzero = along
+        directions, projected_blocks = along
         projected = torch.stack(
             [
                 m.numel() * (u * m).sum().square()
                 for u, m in zip(directions, moved)
             ]
         )
-        squared = torch.where(nonzero, projected, squared)
+        squared = torch.where(projected_blocks, projected, squared)
     return squared / scale
 
 

@@ -27,10 +27,12 @@ Rayleigh quotient's mean over isotropic directions).
 
 import torch
 
-from .estimators import exact_block_traces
+from .estimators import exact_block_traces, sample_probe
 
 #: What a kernel sample estimates per condition: ``Tr(K_cc)`` (the paper)
-#: or ``n_c`` times the Rayleigh quotient along the residual.
+#: or ``n_c`` times the Rayleigh quotient along the residual. Functions
+#: that take ``rayleigh`` (one bool per block, ``None``: every block) mix
+#: the two, block by block.
 STATISTICS = ("trace", "rayleigh")
 
 
@@ -41,7 +43,7 @@ def _random_unit(like, generator):
     return direction / torch.linalg.vector_norm(direction)
 
 
-def residual_directions(residuals, generator=None):
+def residual_directions(residuals, generator=None, rayleigh=None):
     """
     The unit direction ``R_c / ||R_c||`` of each residual block.
 
@@ -53,25 +55,32 @@ def residual_directions(residuals, generator=None):
     :param residuals: Residual blocks (values suffice).
     :type residuals: list[torch.Tensor]
     :param torch.Generator generator: Source of the random directions.
-    :return: ``(directions, nonzero)``: one unit tensor per block, and a
-        ``(C,)`` boolean tensor, ``False`` where the residual is zero.
+    :param rayleigh: Which blocks take the Rayleigh statistic (one bool per
+        block); ``None`` (default): all.
+    :type rayleigh: tuple[bool]
+    :return: ``(directions, along)``: one unit tensor per block, and a
+        ``(C,)`` boolean tensor, ``True`` where the statistic is taken along
+        the direction: a nonzero residual of a Rayleigh block.
     :rtype: tuple[list[torch.Tensor], torch.Tensor]
 
     :Example:
-        >>> directions, nonzero = residual_directions(
+        >>> directions, along = residual_directions(
         ...     [torch.tensor([3.0, 4.0]), torch.zeros(2)])
-        >>> directions[0], nonzero
+        >>> directions[0], along
         (tensor([0.6000, 0.8000]), tensor([ True, False]))
     """
-    directions, nonzero = [], []
-    for block in residuals:
+    if rayleigh is None:
+        rayleigh = (True,) * len(residuals)
+    directions, along = [], []
+    for block, is_rayleigh in zip(residuals, rayleigh):
         block = block.detach()
         norm = torch.linalg.vector_norm(block)
         fallback = _random_unit(block, generator)
         safe = torch.where(norm > 0, norm, torch.ones_like(norm))
         directions.append(torch.where(norm > 0, block / safe, fallback))
-        nonzero.append(norm > 0)
-    return directions, torch.stack(nonzero)
+        # a trace block's flag is False without a host-to-device copy
+        along.append(norm > 0 if is_rayleigh else norm < 0)
+    return directions, torch.stack(along)
 
 
 def residual_probe(residuals, generator=None, scales=None):
@@ -107,36 +116,85 @@ def residual_probe(residuals, generator=None, scales=None):
     return [s * u for s, u in zip(signs.unbind(), directions)]
 
 
-def effective_traces(quotients, residuals):
+def mixed_probe(
+    residuals, rayleigh, kind="gaussian", generator=None, scales=None
+):
+    """
+    The predictor's probe when some blocks take the Rayleigh statistic and
+    others the trace: ``s_c sqrt(n_c) xi_c u_c`` (:func:`residual_probe`
+    times ``sqrt(n_c)``) where ``rayleigh[c]``, else block ``c`` of
+    :func:`~pina_ntk.core.estimators.sample_probe`.
+
+    The factor ``sqrt(n_c)`` gives a Rayleigh block the norm that a trace
+    block's probe has in mean: its sketch is then ``n_c rho_c``, the
+    effective trace itself, and its cross terms are balanced by the probe
+    scales as a trace block's are (a unit direction next to Gaussian blocks
+    of norm ``sqrt(n_d)`` would be drowned in their cross terms). The two
+    probes are independent with mean-zero blocks, so every cross term still
+    vanishes in mean and each block's sketch stays unbiased for its own
+    statistic. With every block of one kind use that kind's probe instead.
+
+    :param residuals: Residual blocks.
+    :type residuals: list[torch.Tensor]
+    :param rayleigh: One bool per block, with both values present.
+    :type rayleigh: tuple[bool]
+    :param str kind: The trace blocks' probe, ``"gaussian"`` or
+        ``"rademacher"``.
+    :param torch.Generator generator: Source of randomness.
+    :param torch.Tensor scales: ``s_c`` per block, or ``None``.
+    :rtype: list[torch.Tensor]
+    """
+    along = residual_probe(residuals, generator, scales)
+    isotropic = sample_probe(residuals, kind, generator, scales)
+    return [
+        a * r.numel() ** 0.5 if is_rayleigh else g
+        for a, g, r, is_rayleigh in zip(along, isotropic, residuals, rayleigh)
+    ]
+
+
+def effective_traces(quotients, residuals, rayleigh=None):
     """
     ``n_c rho_c`` from Rayleigh quotients ``rho_c``, ``n_c`` the entries of
     block ``c`` (Python numbers: no host-to-device copy).
 
-    :param torch.Tensor quotients: ``rho_c``, ``(C,)``.
+    :param torch.Tensor quotients: ``rho_c``, ``(C,)``; where ``rayleigh``
+        is ``False`` a block's trace, kept as it is.
     :param residuals: The residual blocks.
     :type residuals: list[torch.Tensor]
+    :param rayleigh: Which blocks hold quotients (``None``: all).
+    :type rayleigh: tuple[bool]
     :rtype: torch.Tensor
     """
+    if rayleigh is None:
+        rayleigh = (True,) * len(residuals)
     return torch.stack(
-        [q * r.numel() for q, r in zip(quotients.unbind(), residuals)]
+        [
+            q * r.numel() if is_rayleigh else q
+            for q, r, is_rayleigh in zip(
+                quotients.unbind(), residuals, rayleigh
+            )
+        ]
     )
 
 
-def exact_rayleigh_traces(residuals, params, chunk_size=1):
+def exact_rayleigh_traces(residuals, params, chunk_size=1, rayleigh=None):
     """
     Exact effective traces ``n_c R_c^T K_cc R_c / ||R_c||^2``.
 
     ``R_c^T K_cc R_c = ||J_c^T R_c||^2``: one reverse-mode pass per block
-    (not per entry, as exact traces need). A block with a zero residual
-    takes its exact trace instead
-    (:func:`~pina_ntk.core.estimators.exact_block_traces`).
+    (not per entry, as exact traces need). A block with a zero residual,
+    and a block that ``rayleigh`` leaves to the trace, takes its exact
+    trace instead (:func:`~pina_ntk.core.estimators.exact_block_traces`).
 
     :param residuals: Residual blocks, computed from ``params`` with autograd
         enabled; their graph is retained.
     :type residuals: list[torch.Tensor]
     :param params: Parameters the kernel is taken with respect to.
     :type params: list[torch.Tensor]
-    :param int chunk_size: Entries per batched pass of that fallback.
+    :param int chunk_size: Entries per batched pass of exact traces.
+    :param rayleigh: Which blocks take the Rayleigh statistic (one bool per
+        block); ``None`` (default): all.
+    :type rayleigh: tuple[bool]
     :return: Shape ``(len(residuals),)``.
     :rtype: torch.Tensor
 
@@ -147,13 +205,15 @@ def exact_rayleigh_traces(residuals, params, chunk_size=1):
         tensor([30.2740])
     """
     params = list(params)
+    if rayleigh is None:
+        rayleigh = (True,) * len(residuals)
     found = []
-    for block in residuals:
+    for block, is_rayleigh in zip(residuals, rayleigh):
         flat = block.reshape(-1)
         squared = torch.dot(flat.detach(), flat.detach())
         if flat.grad_fn is None:  # independent of every parameter
             found.append(flat.new_zeros(()))
-        elif squared == 0:
+        elif not is_rayleigh or squared == 0:
             found.append(exact_block_traces([block], params, chunk_size)[0])
         else:
             grads = torch.autograd.grad(

@@ -59,6 +59,9 @@ class KernelRule(Protocol):
     def connect(self, driver: "WeightDriver") -> None:
         """Let ``driver`` compute the weights (once per fit)."""
 
+    def set_conditions(self, names: list) -> None:
+        """The conditions of the residual blocks, in block order."""
+
     def is_due(self, step: int) -> bool:
         """Whether the statistics are refreshed at ``step``."""
 

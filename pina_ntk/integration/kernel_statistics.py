@@ -248,6 +248,7 @@ class KernelStatistics:
         """
         if self.names is None:
             self.names = list(names)
+            self.weighting.set_conditions(self.names)
         elif list(names) != self.names:
             raise RuntimeError(
                 "NTK weights compare all conditions within one optimisation "
@@ -543,6 +544,8 @@ class KernelStatistics:
         """
         self.step = state["step"]
         self.names = state["names"]
+        if self.names is not None:
+            self.weighting.set_conditions(self.names)
         self._weights = to_device(state["weights"], device)
         self._traces = to_device(state["traces"], device)
         self._points = to_device(state["points"], device)

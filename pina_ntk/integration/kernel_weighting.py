@@ -17,6 +17,7 @@ from abc import abstractmethod
 import torch
 from ..core.estimators import balanced_probe_scales
 from ..core.safeguard import SpacedUpdateSafeguard
+from .block_statistics import rayleigh_blocks
 from .callback import NTKCallback
 from .pina_adapter import SolverAttachedWeighting, offer_callback
 
@@ -91,6 +92,8 @@ class KernelWeighting(SolverAttachedWeighting):
     #: Whether samples take finite differences (half-precision parameters
     #: are refused).
     needs_full_precision = False
+    #: The ``statistic`` option (checked by the subclasses).
+    statistic = "trace"
 
     def __init__(self, safeguard, weight_bounds):
         # PINA calls update_weights every step with update_every_n_epochs=1;
@@ -99,6 +102,7 @@ class KernelWeighting(SolverAttachedWeighting):
         self.safeguard = make_safeguard(safeguard)
         self.weight_bounds = check_bounds(weight_bounds)
         self._driver = None
+        self._rayleigh = None
 
     def attached(self, solver):
         """
@@ -174,6 +178,38 @@ class KernelWeighting(SolverAttachedWeighting):
         if self._driver is not None and self._driver.weight_tensors:
             return self._driver.weight_tensors
         return super().last_saved_weights()
+
+    def set_conditions(self, names):
+        """
+        Resolve the ``statistic`` option for the conditions of the training
+        step (the driver calls it before the first sample of a fit).
+
+        :param list names: The conditions, in block order.
+        :raises ValueError: If ``statistic`` names a condition not in
+            ``names``.
+        """
+        self._rayleigh = rayleigh_blocks(
+            self.statistic, names, self.solver.problem
+        )
+
+    def rayleigh_blocks(self, residuals):
+        """
+        Which blocks take the Rayleigh statistic, in block order.
+
+        :param residuals: The step's residual blocks.
+        :type residuals: list[torch.Tensor]
+        :rtype: tuple[bool]
+        :raises RuntimeError: If the option depends on the conditions and
+            :meth:`set_conditions` has not been called.
+        """
+        if self._rayleigh is not None:
+            return self._rayleigh
+        if self.statistic in ("trace", "rayleigh"):
+            return (self.statistic == "rayleigh",) * len(residuals)
+        raise RuntimeError(
+            f"statistic={self.statistic!r} depends on the conditions: "
+            "set_conditions(names) must come first (the NTKCallback calls it)."
+        )
 
     def is_due(self, step):
         """

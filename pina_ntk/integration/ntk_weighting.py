@@ -2,9 +2,10 @@
 
 import math
 
-from ..core.checks import check_choice, check_int, check_rate
+from ..core.checks import check_int, check_rate
 from ..core.estimators import exact_block_traces
-from ..core.rayleigh import STATISTICS, exact_rayleigh_traces
+from ..core.rayleigh import exact_rayleigh_traces
+from .block_statistics import check_statistic
 from .kernel_weighting import KernelWeighting
 
 #: Share of the training time in exact updates above which they warn.
@@ -74,7 +75,7 @@ class NTKWeighting(KernelWeighting):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
-        check_choice("statistic", statistic, STATISTICS)
+        statistic = check_statistic(statistic)
         super().__init__(safeguard, weight_bounds)
         self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
@@ -127,10 +128,14 @@ class NTKWeighting(KernelWeighting):
     def prepare_sample(self, params, residuals, generator, scales=None):
         """Exact block traces (they need the graph); see
         :meth:`KernelWeighting.prepare_sample`."""
-        statistic = exact_block_traces
-        if self.statistic == "rayleigh":
-            statistic = exact_rayleigh_traces
-        traces = statistic(residuals, list(params.values()), self.chunk_size)
+        rayleigh = self.rayleigh_blocks(residuals)
+        params = list(params.values())
+        if any(rayleigh):
+            traces = exact_rayleigh_traces(
+                residuals, params, self.chunk_size, rayleigh
+            )
+        else:
+            traces = exact_block_traces(residuals, params, self.chunk_size)
         return {"traces": traces.detach()}
 
     def complete_sample(self, residual_fn, params, prepared, generator):

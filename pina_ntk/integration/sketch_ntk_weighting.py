@@ -19,11 +19,12 @@ from ..core.estimators import (
     symmetrised_kernel_sketch,
 )
 from ..core.rayleigh import (
-    STATISTICS,
     effective_traces,
+    mixed_probe,
     residual_directions,
     residual_probe,
 )
+from .block_statistics import check_statistic
 from .kernel_weighting import KernelWeighting
 
 
@@ -168,7 +169,7 @@ class SketchNTKWeighting(KernelWeighting):
         check_bool("full_kernel", full_kernel)
         check_bool("balanced_probe", balanced_probe)
         check_bool("sample_after_backward", sample_after_backward)
-        check_choice("statistic", statistic, STATISTICS)
+        statistic = check_statistic(statistic)
         if full_kernel and estimator != "predictor":
             raise ValueError(
                 "full_kernel=True needs estimator='predictor': the "
@@ -230,12 +231,19 @@ class SketchNTKWeighting(KernelWeighting):
         :meth:`KernelWeighting.prepare_sample`.
         """
         prepared = {"residuals": [r.detach() for r in residuals]}
-        rayleigh = self.statistic == "rayleigh"
-        if self.estimator == "parameter" and rayleigh:
-            prepared["along"] = residual_directions(residuals, generator)
+        rayleigh = self.rayleigh_blocks(residuals)
+        prepared["rayleigh"] = rayleigh
+        if self.estimator == "parameter" and any(rayleigh):
+            prepared["along"] = residual_directions(
+                residuals, generator, rayleigh
+            )
         if self.estimator == "predictor":
-            if rayleigh:
+            if all(rayleigh):
                 probe = residual_probe(residuals, generator, scales)
+            elif any(rayleigh):
+                probe = mixed_probe(
+                    residuals, rayleigh, self.probe, generator, scales
+                )
             else:
                 probe = sample_probe(residuals, self.probe, generator, scales)
             prepared["probe"] = probe
@@ -273,7 +281,9 @@ class SketchNTKWeighting(KernelWeighting):
         )
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
-        if self.statistic == "rayleigh":
+        if all(prepared["rayleigh"]):
+            # unit directions: the sketch is rho_c (a mixed probe's Rayleigh
+            # blocks give n_c rho_c directly)
             traces = effective_traces(traces, prepared["residuals"])
         kernel = None
         if self.full_kernel:

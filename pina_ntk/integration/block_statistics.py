@@ -1,0 +1,115 @@
+"""Which kernel statistic each condition of a PINA problem takes.
+
+The ``statistic`` option of :class:`~pina_ntk.NTKWeighting` and
+:class:`~pina_ntk.SketchNTKWeighting` is one of :data:`STATISTIC_OPTIONS`
+or a mapping ``{condition: "trace" | "rayleigh"}``; it is resolved here,
+once the conditions of the training step are known, into one statistic per
+residual block (:mod:`pina_ntk.core.rayleigh`).
+
+``"boundary"`` gives the Rayleigh statistic to the conditions on the
+boundary of the spatial domain and the trace to the others. Its reason
+(``docs/weights.md``): on a boundary, the residual left after the easy part
+has been fitted sits in the kernel's slow directions, and its Rayleigh
+quotient raises the condition's weight the way a gradient-norm weight does,
+without running away when the loss vanishes; initial data is the wrong
+place for equal decay rates (the wave problem's initial velocity loses its
+weight), and the PDE's own trace keeps the total against which the
+boundary weights are measured.
+"""
+
+from collections.abc import Mapping
+
+from ..core.rayleigh import STATISTICS
+
+#: Values of the ``statistic`` option besides a mapping.
+STATISTIC_OPTIONS = (*STATISTICS, "boundary")
+#: What a condition is, as far as ``statistic="boundary"`` is concerned.
+ROLES = ("interior", "boundary", "initial", "other")
+
+
+def check_statistic(statistic):
+    """
+    Require a valid ``statistic`` option.
+
+    :param statistic: One of :data:`STATISTIC_OPTIONS`, or a mapping from
+        condition names to one of
+        :data:`~pina_ntk.core.rayleigh.STATISTICS`.
+    :return: The option (a mapping as a plain ``dict``).
+    :raises ValueError: If it is neither.
+    """
+    if isinstance(statistic, Mapping):
+        for name, value in statistic.items():
+            if not isinstance(name, str) or value not in STATISTICS:
+                raise ValueError(
+                    "statistic as a mapping must map condition names to one "
+                    f"of {STATISTICS}, got {name!r}: {value!r}."
+                )
+        return dict(statistic)
+    if isinstance(statistic, str) and statistic in STATISTIC_OPTIONS:
+        return statistic
+    raise ValueError(
+        f"statistic must be one of {STATISTIC_OPTIONS} or a mapping "
+        f"{{condition: {' | '.join(map(repr, STATISTICS))}}}, got "
+        f"{statistic!r}."
+    )
+
+
+def condition_role(problem, name):
+    """
+    Where condition ``name`` of ``problem`` lives, from its domain.
+
+    A domain (or every piece of a union) is a Cartesian domain that fixes
+    some variables: none fixed is the ``"interior"``; a temporal variable
+    fixed is ``"initial"`` data; only spatial variables fixed is the
+    ``"boundary"``. A data condition, another domain type or a mixture of
+    these is ``"other"``.
+
+    :param problem: The PINA problem.
+    :param str name: A condition of ``problem``.
+    :return: One of :data:`ROLES`.
+    :rtype: str
+    """
+    domain = getattr(problem.conditions[name], "domain", None)
+    if isinstance(domain, str):
+        domain = problem.domains.get(domain)
+    if domain is None:
+        return "other"
+    pieces = getattr(domain, "geometries", None) or [domain]
+    temporal = set(getattr(problem, "temporal_variables", None) or ())
+    roles = set()
+    for piece in pieces:
+        fixed = getattr(piece, "fixed", None)
+        if not isinstance(fixed, Mapping):
+            return "other"
+        if not fixed:
+            roles.add("interior")
+        elif temporal & set(fixed):
+            roles.add("initial")
+        else:
+            roles.add("boundary")
+    return roles.pop() if len(roles) == 1 else "other"
+
+
+def rayleigh_blocks(statistic, names, problem):
+    """
+    Which residual blocks take the Rayleigh statistic.
+
+    :param statistic: A checked ``statistic`` option
+        (:func:`check_statistic`).
+    :param list names: The conditions, in block order.
+    :param problem: The PINA problem (for ``"boundary"``).
+    :return: One bool per block.
+    :rtype: tuple[bool]
+    :raises ValueError: If a mapping names a condition the problem lacks.
+    """
+    if isinstance(statistic, Mapping):
+        unknown = sorted(set(statistic) - set(names))
+        if unknown:
+            raise ValueError(
+                f"statistic names conditions {unknown} that the training "
+                f"step does not have; its conditions are {list(names)}."
+            )
+        return tuple(statistic.get(n, "trace") == "rayleigh" for n in names)
+    if statistic == "boundary":
+        return tuple(condition_role(problem, n) == "boundary" for n in names)
+    return (statistic == "rayleigh",) * len(names)
