@@ -66,6 +66,9 @@ WEIGHTINGS = {
     "sketch_boundary": (
         SKETCH + 'statistic="boundary")`', "sketch", {"statistic": "boundary"}
     ),
+    "sketch_interior": (
+        SKETCH + 'statistic="interior")`', "sketch", {"statistic": "interior"}
+    ),
     "exact_boundary_smoothed": (
         EXACT + '{every}, statistic="boundary", alpha=0.001)`', "exact",
         {"update_every_n_steps": "every", "statistic": "boundary",

@@ -19,12 +19,15 @@ boundary weights are measured.
 
 from collections.abc import Mapping
 
+from pina.domain import CartesianDomain
+
 from ..core.rayleigh import STATISTICS
 
-#: Values of the ``statistic`` option besides a mapping.
-STATISTIC_OPTIONS = (*STATISTICS, "boundary")
-#: What a condition is, as far as ``statistic="boundary"`` is concerned.
+#: Where a condition lives (:func:`condition_role`); a role as the
+#: ``statistic`` option gives the Rayleigh statistic to its conditions.
 ROLES = ("interior", "boundary", "initial", "other")
+#: Values of the ``statistic`` option besides a mapping.
+STATISTIC_OPTIONS = (*STATISTICS, *ROLES[:3])
 
 
 def check_statistic(statistic):
@@ -78,9 +81,10 @@ def condition_role(problem, name):
     temporal = set(getattr(problem, "temporal_variables", None) or ())
     roles = set()
     for piece in pieces:
-        fixed = getattr(piece, "fixed", None)
-        if not isinstance(fixed, Mapping):
+        # an ellipsoid or a simplex fixes no variable on its surface either
+        if not isinstance(piece, CartesianDomain):
             return "other"
+        fixed = piece.fixed
         if not fixed:
             roles.add("interior")
         elif temporal & set(fixed):
@@ -110,6 +114,6 @@ def rayleigh_blocks(statistic, names, problem):
                 f"step does not have; its conditions are {list(names)}."
             )
         return tuple(statistic.get(n, "trace") == "rayleigh" for n in names)
-    if statistic == "boundary":
-        return tuple(condition_role(problem, n) == "boundary" for n in names)
+    if statistic in ROLES:
+        return tuple(condition_role(problem, n) == statistic for n in names)
     return (statistic == "rayleigh",) * len(names)

@@ -1,6 +1,7 @@
 """The Rayleigh statistic (``pina_ntk.core.rayleigh``): exact values against
-hand computations, both sketches unbiased within their variance, and a zero
-residual that falls back to the trace instead of dividing by zero."""
+hand computations, both sketches unbiased within their variance, a zero
+residual that falls back to the trace instead of dividing by zero, and
+blocks that mix the two statistics (``statistic="boundary"``)."""
 
 import math
 
@@ -16,6 +17,7 @@ from pina_ntk.core.estimators import (
 from pina_ntk.core.rayleigh import (
     effective_traces,
     exact_rayleigh_traces,
+    mixed_probe,
     residual_directions,
     residual_probe,
 )
@@ -212,3 +214,90 @@ def test_predictor_along_a_zero_residual_samples_the_trace(float64):
     assert float(samples.mean()) == pytest.approx(
         float(kernel[2:, 2:].trace()), abs=tolerance
     )
+
+
+# ------------------------------------------- mixed: block 0 Rayleigh, 1 trace
+MIXED = (True, False)
+
+
+def mixed_exact(kernel, residuals):
+    """``[n_0 rho_0, Tr(K_11)]``: what a mixed sample estimates."""
+    rayleigh = hand_rayleigh(kernel, torch.cat(residuals).detach())
+    return torch.stack([rayleigh[0], kernel[2:, 2:].trace()])
+
+
+def test_exact_traces_mix_the_two_statistics_block_by_block(float64):
+    fn, params, kernel = linear_problem()
+    residuals = fn(params)
+    found = exact_rayleigh_traces(residuals, [params["theta"]], 1, MIXED)
+    assert torch.allclose(found, mixed_exact(kernel, residuals))
+
+
+def test_residual_directions_mark_trace_blocks_as_not_along(float64):
+    blocks = [torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0, 0.0])]
+    _, along = residual_directions(blocks, rayleigh=(False, True))
+    assert along.tolist() == [False, True]
+
+
+@pytest.mark.parametrize("scales", [None, (3.0, 0.5)])
+def test_mixed_predictor_is_unbiased_for_each_blocks_statistic(float64, scales):
+    fn, params, kernel = linear_problem()
+    residuals = fn(params)
+    exact = mixed_exact(kernel, residuals)
+    scale_tensor = None if scales is None else torch.tensor(scales)
+    generator = torch.Generator().manual_seed(0)
+    samples = []
+    for _ in range(400):
+        probe = mixed_probe(
+            residuals, MIXED, "gaussian", generator, scale_tensor
+        )
+        # the Rayleigh block has the norm sqrt(n_0) s_0 of a trace block's
+        # probe in mean; the trace block is Gaussian
+        norm = float(probe[0].norm())
+        assert norm == pytest.approx(math.sqrt(SIZES[0]) * (scales or [1])[0])
+        direction = predictor_direction(residuals, [params["theta"]], probe)
+        product = kernel_probe_product(
+            fn, params, probe, 1e-3, "forward", residuals, direction
+        )
+        samples.append(predictor_block_traces(probe, product, scale_tensor))
+    samples = torch.stack(samples)
+    # exact variances: block 0 is n_0 rho_0 plus the cross term
+    # (s_1/s_0) sqrt(n_0) xi u_0^T K_01 g_1, block 1 is g^T K_11 g (variance
+    # 2 ||K_11||_F^2) plus (s_0/s_1) sqrt(n_0) xi g^T K_10 u_0, uncorrelated
+    s0, s1 = scales or (1.0, 1.0)
+    unit = torch.cat(residuals).detach()[:2]
+    unit = unit / unit.norm()
+    coupling = SIZES[0] * float((kernel[2:, :2] @ unit).pow(2).sum())
+    variance = torch.tensor(
+        [
+            (s1 / s0) ** 2 * coupling,
+            2 * float(kernel[2:, 2:].pow(2).sum()) + (s0 / s1) ** 2 * coupling,
+        ]
+    )
+    tolerance = 4 * (variance / len(samples)).sqrt() + 1e-9 * exact
+    assert ((samples.mean(0) - exact).abs() <= tolerance).all()
+    assert torch.allclose(samples.var(0), variance, rtol=0.3)
+
+
+def test_mixed_parameter_sketch_is_unbiased_for_each_blocks_statistic(
+    float64,
+):
+    fn, params, kernel = linear_problem()
+    residuals = [r.detach() for r in fn(params)]
+    exact = mixed_exact(kernel, residuals)
+    generator = torch.Generator().manual_seed(0)
+    along = residual_directions(residuals, generator, MIXED)
+    count = 2000
+    samples = torch.stack(
+        [
+            parameter_space_block_traces(
+                fn, params, 1e-4, "central", generator, residuals, along
+            )
+            for _ in range(count)
+        ]
+    )
+    # block 0: n_0 rho_0 times a chi-square with one degree of freedom
+    # (variance 2 (n_0 rho_0)^2); block 1: ||J_1 z||^2 (2 ||K_11||_F^2)
+    variance = torch.stack([2 * exact[0] ** 2, 2 * kernel[2:, 2:].pow(2).sum()])
+    tolerance = 4 * (variance / count).sqrt()
+    assert ((samples.mean(0) - exact).abs() <= tolerance).all()

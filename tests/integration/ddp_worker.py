@@ -54,6 +54,10 @@ def main(out_dir, devices, weighting):
         weighting = NTKWeighting()
     elif weighting == "exact-rayleigh":
         weighting = NTKWeighting(statistic="rayleigh")
+    elif weighting == "sketch-boundary":
+        weighting = SketchNTKWeighting(
+            alpha=0.3, warmup_samples=4, statistic="boundary"
+        )
     elif weighting == "sketch-every-2":
         weighting = SketchNTKWeighting(
             alpha=0.3, warmup_samples=4, sample_every_n_steps=2

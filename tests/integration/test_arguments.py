@@ -42,6 +42,7 @@ from helpers import make_solver, make_trainer, mlp
         ({"balanced_probe": "yes"}, "balanced_probe"),
         ({"statistic": "gradient"}, "statistic"),
         ({"full_kernel": True, "statistic": "rayleigh"}, "statistic"),
+        ({"full_kernel": True, "statistic": "boundary"}, "statistic"),
         ({"safeguard": 3.0}, "safeguard"),
         ({"weight_bounds": (1.0, 0.5)}, "weight_bounds"),
         ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),

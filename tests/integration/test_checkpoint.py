@@ -73,6 +73,16 @@ def exact(**options):
             ),
             False,
         ),
+        (exact(update_every_n_steps=2, statistic="boundary"), False),
+        (sketch(sample_every_n_steps=1, statistic="boundary"), False),
+        (
+            sketch(
+                sample_every_n_steps=2,
+                estimator="parameter",
+                statistic={"t0": "rayleigh"},
+            ),
+            False,
+        ),
         # the callback the solver adds by itself (no NTKCallback passed)
         (exact(update_every_n_steps=2), True),
         (sketch(), True),
@@ -93,6 +103,9 @@ def exact(**options):
         "exact-rayleigh",
         "predictor-rayleigh",
         "parameter-rayleigh-between-samples",
+        "exact-boundary",
+        "predictor-boundary",
+        "parameter-mapping-between-samples",
         "exact-automatic-callback",
         "sketch-automatic-callback",
     ],

@@ -30,7 +30,8 @@ def run_worker(out_dir, devices, weighting):
 
 
 @pytest.mark.parametrize(
-    "weighting", ["exact", "exact-rayleigh", "sketch", "sketch-every-2"]
+    "weighting",
+    ["exact", "exact-rayleigh", "sketch", "sketch-boundary", "sketch-every-2"],
 )
 def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
     ranks = run_worker(tmp_path / "ddp", 2, weighting)
