@@ -92,6 +92,8 @@ def describe_weighting(weighting):
         value = getattr(weighting, name, None)
         if isinstance(value, tuple):
             value = list(value)
+        elif isinstance(value, dict):  # statistic={condition: ...}
+            value = {str(k): str(v) for k, v in value.items()}
         elif not isinstance(value, (int, float, str, bool, type(None))):
             value = f"<{type(value).__name__}>"
         found[name] = value

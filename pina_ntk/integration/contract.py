@@ -59,7 +59,7 @@ class KernelRule(Protocol):
     def connect(self, driver: "WeightDriver") -> None:
         """Let ``driver`` compute the weights (once per fit)."""
 
-    def set_conditions(self, names: list) -> None:
+    def set_conditions(self, names: list, problem: Any) -> None:
         """The conditions of the residual blocks, in block order."""
 
     def is_due(self, step: int) -> bool:

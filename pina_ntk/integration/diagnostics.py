@@ -75,8 +75,9 @@ def ntk_traces(solver, method="exact", **options):
     :param options: Keyword options of the weighting: ``chunk_size`` of
         :class:`~pina_ntk.NTKWeighting` (``"exact"``); ``estimator``,
         ``step_size``, ``difference``, ``probe``, ``balanced_probe`` of
-        :class:`~pina_ntk.SketchNTKWeighting` (``"sketch"``), with their
-        defaults there.
+        :class:`~pina_ntk.SketchNTKWeighting` (``"sketch"``); ``statistic``
+        of both (then the effective traces ``n_c rho_c`` of the Rayleigh
+        blocks); with their defaults there.
     :return: ``{condition: trace}`` as 0-d tensors.
     :rtype: dict
     :raises ValueError: On an unknown ``method``, ``samples < 1``, or an
@@ -144,6 +145,7 @@ def _block_statistics(solver, method, **options):
     residual_fn = replay_residual_fn(solver, calls, names)
     params = trainable_parameters(solver)
     residuals = residual_fn(params)
+    weighting.set_conditions(names, solver.problem)
     sizes = torch.tensor([r.numel() for r in residuals])
     generator = torch.Generator(device=residuals[0].device)
     if method == "sketch":

@@ -248,7 +248,9 @@ class KernelStatistics:
         """
         if self.names is None:
             self.names = list(names)
-            self.weighting.set_conditions(self.names)
+            self.weighting.set_conditions(
+                self.names, self.weighting.solver.problem
+            )
         elif list(names) != self.names:
             raise RuntimeError(
                 "NTK weights compare all conditions within one optimisation "
@@ -545,7 +547,9 @@ class KernelStatistics:
         self.step = state["step"]
         self.names = state["names"]
         if self.names is not None:
-            self.weighting.set_conditions(self.names)
+            self.weighting.set_conditions(
+                self.names, self.weighting.solver.problem
+            )
         self._weights = to_device(state["weights"], device)
         self._traces = to_device(state["traces"], device)
         self._points = to_device(state["points"], device)

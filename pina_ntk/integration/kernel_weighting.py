@@ -179,18 +179,17 @@ class KernelWeighting(SolverAttachedWeighting):
             return self._driver.weight_tensors
         return super().last_saved_weights()
 
-    def set_conditions(self, names):
+    def set_conditions(self, names, problem):
         """
-        Resolve the ``statistic`` option for the conditions of the training
-        step (the driver calls it before the first sample of a fit).
+        Resolve the ``statistic`` option for the conditions of the residual
+        blocks (the driver calls it before the first sample of a fit).
 
         :param list names: The conditions, in block order.
+        :param problem: The PINA problem they belong to.
         :raises ValueError: If ``statistic`` names a condition not in
             ``names``.
         """
-        self._rayleigh = rayleigh_blocks(
-            self.statistic, names, self.solver.problem
-        )
+        self._rayleigh = rayleigh_blocks(self.statistic, names, problem)
 
     def rayleigh_blocks(self, residuals):
         """
@@ -208,7 +207,8 @@ class KernelWeighting(SolverAttachedWeighting):
             return (self.statistic == "rayleigh",) * len(residuals)
         raise RuntimeError(
             f"statistic={self.statistic!r} depends on the conditions: "
-            "set_conditions(names) must come first (the NTKCallback calls it)."
+            "set_conditions(names, problem) must come first (the NTKCallback "
+            "calls it)."
         )
 
     def is_due(self, step):
