@@ -62,10 +62,11 @@ CONFIGS = (
       for estimator, name in (("predictor", "predictor"),
                               ("parameter", "parameter-space"))
       for k in (10, 100)),
-    *((f"{estimator}_rayleigh_every_10",
-       f'{name} sketch, `statistic="rayleigh"`, k = 10 (amortised)',
+    *((f"{estimator}_{statistic}_every_10",
+       f'{name} sketch, `statistic="{statistic}"`, k = 10 (amortised)',
        ("sketch", {"estimator": estimator, "sample_every_n_steps": 10,
-                   "statistic": "rayleigh"}))
+                   "statistic": statistic}))
+      for statistic in ("rayleigh", "boundary")
       for estimator, name in (("predictor", "predictor"),
                               ("parameter", "parameter-space"))),
     ("predictor_same_step",

@@ -51,7 +51,7 @@ TIME_REFERENCES = {
 #: a sample every 10 steps.
 AMORTISED_TARGETS = {
     f"{estimator}{statistic}_every_10": limit
-    for statistic in ("", "_rayleigh")
+    for statistic in ("", "_rayleigh", "_boundary")
     for estimator, limit in (("predictor", 1.15), ("parameter", 1.10))
 }
 

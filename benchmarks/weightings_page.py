@@ -10,6 +10,7 @@ import harness
 from weightings_setup import (
     FIXED_POINTS,
     PROBLEMS,
+    README_WEIGHTINGS,
     SCRIPT,
     SMOOTHING_COMPARED,
     SMOOTHING_PROBLEMS,
@@ -390,13 +391,15 @@ README_MARKERS = ("<!-- weightings-table -->", "<!-- /weightings-table -->")
 
 def readme_table(document, page="docs/weightings.md"):
     """README.md's *Choosing a weighting* table: the median relative L2 at
-    each problem's time budget, the lowest in bold, and a link to ``page``
+    each problem's time budget of the weightings of
+    :data:`README_WEIGHTINGS`, the lowest in bold, and a link to ``page``
     (the page of ``document``, relative to the README)."""
     link = (
         "Medians over seeds at each problem's time budget; set-up, ranges "
         f"and costs: [{page}]({page})."
     )
-    table = summary_table(document, final=False)
+    shown = [w for w in document["weightings"] if w in README_WEIGHTINGS]
+    table = summary_table(dict(document, weightings=shown), final=False)
     return "\n".join([*table, "", link]) + "\n"
 
 

@@ -84,6 +84,11 @@ WEIGHTINGS = {
     ),
 }
 # fmt: on
+#: The README's rows, where they were run: the plain sum, PINA's
+#: self-adaptive weights and the library's recommended configurations.
+README_WEIGHTINGS = ("none", "pina_self_adaptive", "sketch_predictor")
+README_WEIGHTINGS += ("exact_rayleigh", "exact_rayleigh_smoothed")
+README_WEIGHTINGS += ("sketch_rayleigh",)
 SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")
 SMOOTHING_PROBLEMS = ("wave", "helmholtz", "poisson")
 SMOOTHING_COMPARED = (*SMOOTHING_WEIGHTINGS, "exact", "sketch_parameter")

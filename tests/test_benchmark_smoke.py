@@ -56,6 +56,8 @@ WEIGHTING_LABELS = (
     "parameter-space sketch, k = 100 (amortised)",
     'predictor sketch, `statistic="rayleigh"`, k = 10 (amortised)',
     'parameter-space sketch, `statistic="rayleigh"`, k = 10 (amortised)',
+    'predictor sketch, `statistic="boundary"`, k = 10 (amortised)',
+    'parameter-space sketch, `statistic="boundary"`, k = 10 (amortised)',
     "predictor sketch, forward, `sample_after_backward=False`",
     "parameter-space sketch, `sample_after_backward=False`",
     "PINA `NeuralTangentKernelWeighting`",

@@ -6,6 +6,8 @@
   interface;
   :mod:`~pina_ntk.integration.ntk_weighting` and
   :mod:`~pina_ntk.integration.sketch_ntk_weighting`: the two weightings;
+* :mod:`~pina_ntk.integration.block_statistics`: the kernel statistic of
+  each condition (the ``statistic`` option);
 * :mod:`~pina_ntk.integration.kernel_statistics`: the weighting's driver,
   the statistics of a run (warm start, buffers, probe scales, safeguard,
   distributed sums), one state object;

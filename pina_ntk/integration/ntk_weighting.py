@@ -44,12 +44,16 @@ class NTKWeighting(KernelWeighting):
         folds its traces in with rate ``1 - (1 - alpha)^n``,
         ``n = update_every_n_steps``. ``1`` (default) uses the latest exact
         traces alone (Algorithm 1).
-    :param str statistic: ``"trace"`` (default): the weights balance the
+    :param statistic: ``"trace"`` (default): the weights balance the
         mean eigenvalues ``Tr(K_cc)/n_c``. ``"rayleigh"``: they balance the
         Rayleigh quotients ``R_c^T K_cc R_c / ||R_c||^2`` of the current
         residuals instead, the decay rates of the residual actually present
         (:mod:`pina_ntk.core.rayleigh`); an update then costs one backward
         pass per condition instead of one per residual entry.
+        ``"interior"``, ``"boundary"``, ``"initial"`` or a mapping
+        ``{condition: "trace" | "rayleigh"}``: one statistic per condition,
+        as in :class:`SketchNTKWeighting`.
+    :type statistic: str | dict
     :raises ValueError: If an argument is out of range.
 
     :Example:

@@ -124,14 +124,21 @@ class SketchNTKWeighting(KernelWeighting):
         once (fastest, most memory). Requires a model that treats points
         independently (PINA's feed-forward models do; batch normalisation
         in training mode does not). Default ``128``.
-    :param str statistic: ``"trace"`` (default): samples of ``Tr(K_cc)``,
+    :param statistic: ``"trace"`` (default): samples of ``Tr(K_cc)``,
         the paper's weights. ``"rayleigh"``: samples of the Rayleigh
         quotient ``R_c^T K_cc R_c / ||R_c||^2`` along the current residual,
         at the same cost (:mod:`pina_ntk.core.rayleigh`): the predictor
         probes along ``±R_c/||R_c||`` (``probe`` is then unused), the
         parameter-space sketch projects its displacement on ``R_c``. The
         weights then balance the decay rates of the residual actually
-        present, not those of an isotropic one. Not with ``full_kernel``.
+        present, not those of an isotropic one. ``"interior"``,
+        ``"boundary"``, ``"initial"``: the Rayleigh statistic for the
+        conditions of that role (read from their domains,
+        :func:`~pina_ntk.integration.block_statistics.condition_role`), the
+        trace for the others; a mapping ``{condition: "trace" |
+        "rayleigh"}``: per named condition, the trace for the others. Not
+        with ``full_kernel``. Default ``"trace"``.
+    :type statistic: str | dict
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:

@@ -16,7 +16,7 @@ from pina.problem.zoo import (
     Poisson2DSquareProblem,
 )
 
-from pina_ntk import NTKWeighting, SketchNTKWeighting
+from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
 from pina_ntk.integration.block_statistics import (
     check_statistic,
     condition_role,
@@ -149,6 +149,10 @@ def test_exact_boundary_statistic_matches_the_jacobian_rows():
             expected[name] = len(r) * (projected @ projected) / (r @ r)
         else:
             expected[name] = float((jac * jac).sum())
+    # outside training (diagnostics) and inside the first training step
+    found = ntk_traces(solver, "exact", statistic="boundary")
+    for name, value in expected.items():
+        assert float(found[name]) == pytest.approx(value, rel=1e-5)
     trainer = make_trainer(solver, steps=1)
     trainer.train()
     traces = ntk_callback(trainer).statistics.traces
