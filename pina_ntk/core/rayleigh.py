@@ -152,28 +152,18 @@ def mixed_probe(
     ]
 
 
-def effective_traces(quotients, residuals, rayleigh=None):
+def effective_traces(quotients, residuals):
     """
     ``n_c rho_c`` from Rayleigh quotients ``rho_c``, ``n_c`` the entries of
     block ``c`` (Python numbers: no host-to-device copy).
 
-    :param torch.Tensor quotients: ``rho_c``, ``(C,)``; where ``rayleigh``
-        is ``False`` a block's trace, kept as it is.
+    :param torch.Tensor quotients: ``rho_c``, ``(C,)``.
     :param residuals: The residual blocks.
     :type residuals: list[torch.Tensor]
-    :param rayleigh: Which blocks hold quotients (``None``: all).
-    :type rayleigh: tuple[bool]
     :rtype: torch.Tensor
     """
-    if rayleigh is None:
-        rayleigh = (True,) * len(residuals)
     return torch.stack(
-        [
-            q * r.numel() if is_rayleigh else q
-            for q, r, is_rayleigh in zip(
-                quotients.unbind(), residuals, rayleigh
-            )
-        ]
+        [q * r.numel() for q, r in zip(quotients.unbind(), residuals)]
     )
 
 

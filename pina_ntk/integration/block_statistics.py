@@ -6,15 +6,10 @@ or a mapping ``{condition: "trace" | "rayleigh"}``; it is resolved here,
 once the conditions of the training step are known, into one statistic per
 residual block (:mod:`pina_ntk.core.rayleigh`).
 
-``"boundary"`` gives the Rayleigh statistic to the conditions on the
-boundary of the spatial domain and the trace to the others. Its reason
-(``docs/weights.md``): on a boundary, the residual left after the easy part
-has been fitted sits in the kernel's slow directions, and its Rayleigh
-quotient raises the condition's weight the way a gradient-norm weight does,
-without running away when the loss vanishes; initial data is the wrong
-place for equal decay rates (the wave problem's initial velocity loses its
-weight), and the PDE's own trace keeps the total against which the
-boundary weights are measured.
+A role (``"interior"``, ``"boundary"``, ``"initial"``) gives the Rayleigh
+statistic to the conditions of that role and the trace to the others;
+``docs/weights.md`` (*One statistic per condition*) says what that does to
+the weights and what it measured.
 """
 
 from collections.abc import Mapping
