@@ -96,10 +96,12 @@ def rayleigh_blocks(statistic, names, problem):
     :param statistic: A checked ``statistic`` option
         (:func:`check_statistic`).
     :param list names: The conditions, in block order.
-    :param problem: The PINA problem (for ``"boundary"``).
+    :param problem: The PINA problem (read for a role only; may be
+        ``None`` otherwise).
     :return: One bool per block.
     :rtype: tuple[bool]
-    :raises ValueError: If a mapping names a condition the problem lacks.
+    :raises ValueError: If a mapping names a condition the problem lacks,
+        or a role comes without a problem.
     """
     if isinstance(statistic, Mapping):
         unknown = sorted(set(statistic) - set(names))
@@ -110,5 +112,10 @@ def rayleigh_blocks(statistic, names, problem):
             )
         return tuple(statistic.get(n, "trace") == "rayleigh" for n in names)
     if statistic in ROLES:
+        if problem is None:
+            raise ValueError(
+                f"statistic={statistic!r} reads the conditions' domains: "
+                "attach the weighting to a PINA solver first."
+            )
         return tuple(condition_role(problem, n) == statistic for n in names)
     return (statistic == "rayleigh",) * len(names)

@@ -248,9 +248,7 @@ class KernelStatistics:
         """
         if self.names is None:
             self.names = list(names)
-            self.weighting.set_conditions(
-                self.names, self.weighting.solver.problem
-            )
+            self.weighting.set_conditions(self.names, self._problem())
         elif list(names) != self.names:
             raise RuntimeError(
                 "NTK weights compare all conditions within one optimisation "
@@ -259,6 +257,12 @@ class KernelStatistics:
                 "'common_batch_size') (the default) so that every batch "
                 "contains every condition."
             )
+
+    def _problem(self):
+        """The problem of the weighting's solver (``None`` before PINA has
+        attached the weighting to one)."""
+        solver = self.weighting.solver
+        return None if solver is None else solver.problem
 
     def is_due(self):
         """:return: Whether the weighting refreshes at this step. :rtype: bool"""
@@ -547,9 +551,7 @@ class KernelStatistics:
         self.step = state["step"]
         self.names = state["names"]
         if self.names is not None:
-            self.weighting.set_conditions(
-                self.names, self.weighting.solver.problem
-            )
+            self.weighting.set_conditions(self.names, self._problem())
         self._weights = to_device(state["weights"], device)
         self._traces = to_device(state["traces"], device)
         self._points = to_device(state["points"], device)

@@ -103,6 +103,14 @@ def test_rayleigh_blocks_of_each_option():
         ValueError, match=r"statistic names conditions \['g1'\]"
     ):
         rayleigh_blocks({"g1": "rayleigh"}, names, problem)
+    # a role reads the domains; the other options do not need the problem
+    with pytest.raises(ValueError, match="statistic='boundary'.*solver"):
+        rayleigh_blocks("boundary", names, None)
+    assert rayleigh_blocks({"t0": "rayleigh"}, names, None) == (
+        False,
+        True,
+        False,
+    )
 
 
 @pytest.mark.parametrize(
