@@ -42,6 +42,7 @@ PAGES = [
         for name in (
             "rayleigh-study/weightings",
             "rayleigh-study/conditions/weightings",
+            "rayleigh-study/long/weightings",
         )
     ),
     (
