@@ -60,20 +60,14 @@ WEIGHTINGS = {
         {"update_every_n_steps": "every", "statistic": "rayleigh",
          "alpha": 1e-3},
     ),
-    "sketch_rayleigh": (
-        SKETCH + 'statistic="rayleigh")`', "sketch", {"statistic": "rayleigh"}
-    ),
-    "sketch_boundary": (
-        SKETCH + 'statistic="boundary")`', "sketch", {"statistic": "boundary"}
-    ),
-    "sketch_interior": (
-        SKETCH + 'statistic="interior")`', "sketch", {"statistic": "interior"}
-    ),
-    "exact_boundary_smoothed": (
-        EXACT + '{every}, statistic="boundary", alpha=0.001)`', "exact",
-        {"update_every_n_steps": "every", "statistic": "boundary",
-         "alpha": 1e-3},
-    ),
+    # the sketch with each statistic other than the trace
+    **{
+        f"sketch_{statistic}": (
+            SKETCH + f'statistic="{statistic}")`', "sketch",
+            {"statistic": statistic},
+        )
+        for statistic in ("rayleigh", "boundary", "interior")
+    },
     "exact_500": (
         EXACT + "{slow})`", "exact",
         {"update_every_n_steps": "slow", "alpha": 1.0},
