@@ -68,6 +68,14 @@ WEIGHTINGS = {
         )
         for statistic in ("rayleigh", "boundary", "interior")
     },
+    # the sketch with a gradient-norm factor in a band around its weights
+    **{
+        f"sketch_band_{band}": (
+            SKETCH + f"gradient_band={band})`", "sketch",
+            {"gradient_band": float(band)},
+        )
+        for band in (2, 4)
+    },
     "exact_500": (
         EXACT + "{slow})`", "exact",
         {"update_every_n_steps": "slow", "alpha": 1.0},

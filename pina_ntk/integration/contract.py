@@ -53,6 +53,8 @@ class KernelRule(Protocol):
     safeguard: Any
     #: ``(lower, upper)`` clamp of the weights.
     weight_bounds: tuple
+    #: Band ``b`` of the gradient-norm factor (``None``: NTK weights only).
+    gradient_band: Optional[float]
     #: The PINA solver the weighting is attached to.
     solver: Any
 

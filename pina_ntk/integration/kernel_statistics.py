@@ -16,8 +16,9 @@ One step, in order::
     begin_step(rank, residuals)        seed the step's probe stream
     weights_for_step(losses)           (from the weighting, in PINA's loss)
       check_names(names)               the same conditions at every step
+      fold_gradients(losses, params)   if due and gradient_band is set
       refresh(blocks, params, fn)      if due: sample -> buffer ->
-                                       safeguard -> weights
+                                       (band) -> safeguard -> weights
       update_weights(blocks)           else, if weights_stale: buffer ->
                                        safeguard -> weights
     complete_deferred()                after the backward pass, if pending
@@ -35,7 +36,12 @@ import hashlib
 import torch
 
 from ..core.estimators import balanced_probe_scales
-from ..core.moving_average import KernelBuffer, rate_per_sample
+from ..core.gradient_band import (
+    GRADIENT_ALPHA,
+    condition_gradient_sq_norms,
+    gradient_band_factors,
+)
+from ..core.moving_average import KernelBuffer, MovingAverage, rate_per_sample
 from ..core.weights import entry_weights, guarded_weights
 from .reports import RunReports, device_clock
 
@@ -119,6 +125,8 @@ class KernelStatistics:
         self._pending = None
         # a deferred sample was folded in after the last weights were formed
         self._weights_stale = False
+        # MovingAverage of the squared loss-gradient norms (gradient_band)
+        self._gradients = None
 
     # ------------------------------------------------------------ the run
     def start(self, device):
@@ -171,6 +179,8 @@ class KernelStatistics:
         residuals = self._residuals
         if self.is_due():
             params = residuals.parameters()
+            if self.weighting.gradient_band is not None:
+                self.fold_gradients([losses[n] for n in names], params)
             timed = self.reports.times_refresh
             start = device_clock(residuals.device) if timed else None
             with full_precision(residuals.device.type) as mixed:
@@ -314,6 +324,31 @@ class KernelStatistics:
         self.refreshes += 1
         self._update_weights(residuals, sizes)
 
+    def fold_gradients(self, losses, params):
+        """
+        Fold the squared norms of the condition losses' gradients into
+        their moving average (``gradient_band`` only): rate
+        :data:`~pina_ntk.core.gradient_band.GRADIENT_ALPHA` per step.
+
+        Under data parallelism each rank differentiates its own share of
+        the points; the ranks' squared norms are averaged, so every rank
+        forms the same factors.
+
+        :param losses: The condition losses with their graph, in the order
+            of :meth:`check_names`.
+        :type losses: list[torch.Tensor]
+        :param dict params: ``{name: parameter}`` of the kernel.
+        """
+        local = condition_gradient_sq_norms(losses, list(params.values()))
+        ranks = self.global_sum(torch.ones_like(local[:1]))
+        squared = self.global_sum(local) / ranks
+        if self._gradients is None:
+            rate = rate_per_sample(
+                GRADIENT_ALPHA, self.weighting.refresh_every_n_steps
+            )
+            self._gradients = MovingAverage(rate)
+        self._gradients.update(squared.unsqueeze(0))
+
     def update_weights(self, residuals):
         """
         Form the weights again from the buffer, without a new sample: at a
@@ -407,6 +442,13 @@ class KernelStatistics:
         weights, ok = guarded_weights(
             traces, sizes, previous, self.reduction, weighting.weight_bounds
         )
+        if self._gradients is not None:
+            # previous weights (kept on unusable traces) carry their factor
+            factors = gradient_band_factors(
+                weights, self._gradients.value, weighting.gradient_band
+            )
+            banded = (weights * factors).clamp(*weighting.weight_bounds)
+            weights = torch.where(ok, banded, weights)
         self.reports.flag_invalid(ok)
         self.reports.count(weights, traces, ok, weighting.weight_bounds)
         guard = weighting.safeguard
@@ -539,6 +581,11 @@ class KernelStatistics:
             "zero_trace": reports.zero_trace,
             "weights_stale": self._weights_stale,
             "refreshes": self.refreshes,
+            "gradients": (
+                None
+                if self._gradients is None
+                else self._gradients.state_dict()
+            ),
         }
 
     def load_state_dict(self, state, device):
@@ -558,6 +605,13 @@ class KernelStatistics:
         self._weights_stale = state["weights_stale"]
         self.refreshes = state["refreshes"]
         self._buffer = KernelBuffer.from_state(state, device)
+        self._gradients = None
+        gradients = state.get("gradients")  # absent before gradient_band
+        if gradients is not None:
+            self._gradients = MovingAverage(gradients["alpha"])
+            self._gradients.load_state_dict(
+                {**gradients, "value": to_device(gradients["value"], device)}
+            )
         reports = self.reports
         reports.invalid = to_device(state["invalid"], device)
         reports.warned_invalid = state["warned_invalid"]

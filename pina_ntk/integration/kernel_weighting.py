@@ -16,6 +16,7 @@ from abc import abstractmethod
 
 import torch
 from ..core.estimators import balanced_probe_scales
+from ..core.gradient_band import check_band
 from ..core.safeguard import SpacedUpdateSafeguard
 from .block_statistics import rayleigh_blocks
 from .callback import NTKCallback
@@ -71,6 +72,8 @@ class KernelWeighting(SolverAttachedWeighting):
 
     :param safeguard: See :class:`~pina_ntk.NTKWeighting`.
     :param tuple weight_bounds: See :class:`~pina_ntk.NTKWeighting`.
+    :param gradient_band: See :class:`~pina_ntk.NTKWeighting`.
+    :type gradient_band: float | None
     :raises ValueError: If an argument is out of range.
     """
 
@@ -95,12 +98,13 @@ class KernelWeighting(SolverAttachedWeighting):
     #: The ``statistic`` option (checked by the subclasses).
     statistic = "trace"
 
-    def __init__(self, safeguard, weight_bounds):
+    def __init__(self, safeguard, weight_bounds, gradient_band):
         # PINA calls update_weights every step with update_every_n_epochs=1;
         # when statistics are refreshed is decided per optimisation step here.
         super().__init__(update_every_n_epochs=1, aggregator="sum")
         self.safeguard = make_safeguard(safeguard)
         self.weight_bounds = check_bounds(weight_bounds)
+        self.gradient_band = check_band(gradient_band)
         self._driver = None
         self._rayleigh = None
 

@@ -54,6 +54,16 @@ class NTKWeighting(KernelWeighting):
         ``{condition: "trace" | "rayleigh"}``: one statistic per condition,
         as in :class:`SketchNTKWeighting`.
     :type statistic: str | dict
+    :param gradient_band: ``None`` (default): the NTK weights. A number
+        ``b >= 1``: at each update every weight is multiplied by the factor
+        in ``[1/b, b]`` that comes nearest to equalising the norms of the
+        conditions' weighted loss gradients, as PINA's
+        ``SelfAdaptiveWeighting`` does without a band
+        (:mod:`pina_ntk.core.gradient_band`). The factor follows the
+        losses' progress (the squared gradient norms are averaged over about
+        100 steps) and cannot run away when a loss vanishes. Costs one
+        backward pass per condition at each update.
+    :type gradient_band: float | None
     :raises ValueError: If an argument is out of range.
 
     :Example:
@@ -75,12 +85,13 @@ class NTKWeighting(KernelWeighting):
         chunk_size=1,
         alpha=1.0,
         statistic="trace",
+        gradient_band=None,
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
         statistic = check_statistic(statistic)
-        super().__init__(safeguard, weight_bounds)
+        super().__init__(safeguard, weight_bounds, gradient_band)
         self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
         self.alpha = float(alpha)

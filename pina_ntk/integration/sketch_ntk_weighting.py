@@ -139,6 +139,11 @@ class SketchNTKWeighting(KernelWeighting):
         "rayleigh"}``: per named condition, the trace for the others. Not
         with ``full_kernel``. Default ``"trace"``.
     :type statistic: str | dict
+    :param gradient_band: As in :class:`NTKWeighting`: ``None`` (default)
+        or a band ``b >= 1`` for a gradient-norm factor applied at each
+        sample (one backward pass per condition every
+        ``sample_every_n_steps`` steps).
+    :type gradient_band: float | None
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -166,6 +171,7 @@ class SketchNTKWeighting(KernelWeighting):
         evaluation_chunk_size=128,
         sample_every_n_steps=10,
         statistic="trace",
+        gradient_band=None,
     ):
         check_rate("alpha", alpha)
         check_int("sample_every_n_steps", sample_every_n_steps, 1)
@@ -191,7 +197,7 @@ class SketchNTKWeighting(KernelWeighting):
             check_int("seed", seed, 0)
         if evaluation_chunk_size is not None:
             check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
-        super().__init__(safeguard, weight_bounds)
+        super().__init__(safeguard, weight_bounds, gradient_band)
         self.alpha = float(alpha)
         self.refresh_every_n_steps = sample_every_n_steps
         self.warmup_samples = warmup_samples
