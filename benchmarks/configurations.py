@@ -41,6 +41,13 @@ K1 = {"sample_every_n_steps": 1}
 PARAMETER = dict(K1, estimator="parameter")
 SAME_STEP = {"sample_after_backward": False}
 REFERENCE = "*reference: unweighted + one more residual evaluation"
+#: Options timed at the default spacing besides the trace: key, label,
+#: options.
+VARIANTS = (
+    ("rayleigh", 'statistic="rayleigh"', {"statistic": "rayleigh"}),
+    ("boundary", 'statistic="boundary"', {"statistic": "boundary"}),
+    ("band", "gradient_band=4", {"gradient_band": 4.0}),
+)
 # fmt: off
 CONFIGS = (
     ("unweighted", "unweighted (PINA default)", None),
@@ -62,11 +69,11 @@ CONFIGS = (
       for estimator, name in (("predictor", "predictor"),
                               ("parameter", "parameter-space"))
       for k in (10, 100)),
-    *((f"{estimator}_{statistic}_every_10",
-       f'{name} sketch, `statistic="{statistic}"`, k = 10 (amortised)',
+    *((f"{estimator}_{variant}_every_10",
+       f"{name} sketch, `{option}`, k = 10 (amortised)",
        ("sketch", {"estimator": estimator, "sample_every_n_steps": 10,
-                   "statistic": statistic}))
-      for statistic in ("rayleigh", "boundary")
+                   **options}))
+      for variant, option, options in VARIANTS
       for estimator, name in (("predictor", "predictor"),
                               ("parameter", "parameter-space"))),
     ("predictor_same_step",

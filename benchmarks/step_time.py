@@ -50,8 +50,8 @@ TIME_REFERENCES = {
 #: Amortised targets: the largest allowed ratio to an unweighted step with
 #: a sample every 10 steps.
 AMORTISED_TARGETS = {
-    f"{estimator}{statistic}_every_10": limit
-    for statistic in ("", "_rayleigh", "_boundary")
+    f"{estimator}{variant}_every_10": limit
+    for variant in ("", *(f"_{key}" for key, _, _ in configurations.VARIANTS))
     for estimator, limit in (("predictor", 1.15), ("parameter", 1.10))
 }
 

@@ -9,8 +9,12 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 import lightning
 import numpy as np
 import torch
-from pina import LabelTensor, Trainer
+from pina import Condition, LabelTensor, Trainer
+from pina.domain import CartesianDomain
+from pina.equation import Equation, FixedValue
 from pina.model import FeedForward
+from pina.operator import laplacian
+from pina.problem import SpatialProblem
 from pina.problem.zoo import (
     AcousticWaveProblem,
     Poisson2DSquareProblem,
@@ -47,6 +51,39 @@ def make_problem(kind, n=12, seed=0):
         problem = SupervisedProblem(x, y, ["x", "y"], ["u"])
     else:
         raise ValueError(kind)
+    return problem
+
+
+def poisson_residual(input_, output_):
+    """``u'' + pi^2 sin(pi x)`` (solution ``sin(pi x)``)."""
+    x = input_.extract(["x"])
+    return laplacian(output_, input_, components=["u"], d=["x"]) + (
+        torch.pi**2 * torch.sin(torch.pi * x)
+    )
+
+
+def line_problem(extra_residual, name="extra"):
+    """A 1-D Poisson problem (16 interior points, both ends) with one more
+    condition ``name`` of residual ``extra_residual`` on 16 points."""
+
+    class Line(SpatialProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        domains = {
+            "D": spatial_domain,
+            "ends": CartesianDomain({"x": [0, 1]}),
+            name: CartesianDomain({"x": [0, 1]}),
+        }
+        conditions = {
+            "D": Condition(domain="D", equation=Equation(poisson_residual)),
+            "ends": Condition(domain="ends", equation=FixedValue(0.0)),
+            name: Condition(domain=name, equation=Equation(extra_residual)),
+        }
+
+    problem = Line()
+    torch.manual_seed(0)
+    problem.discretise_domain(16, "random", domains=["D", name])
+    problem.discretise_domain(2, "grid", domains=["ends"])
     return problem
 
 

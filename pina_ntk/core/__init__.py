@@ -9,6 +9,8 @@ blocks``, so the estimators can be used, tested and read without a solver.
 * :mod:`~pina_ntk.core.weights`: the weight formula and its guards;
 * :mod:`~pina_ntk.core.rayleigh`: the residual-aware statistic (Rayleigh
   quotients along the residual) that can replace the traces;
+* :mod:`~pina_ntk.core.gradient_band`: a gradient-norm factor kept in a
+  band around the NTK weights (``gradient_band``);
 * :mod:`~pina_ntk.core.moving_average`: the kernel buffer of Algorithm 3;
 * :mod:`~pina_ntk.core.safeguard`: the spaced-update rule (Corollary, eq.
   ``update-rule``);

@@ -1,4 +1,5 @@
-"""Which kernel statistic each condition of a PINA problem takes.
+"""Which kernel statistic each condition of a PINA problem takes, and
+which conditions the ``gradient_band`` factor applies to.
 
 The ``statistic`` option of :class:`~pina_ntk.NTKWeighting` and
 :class:`~pina_ntk.SketchNTKWeighting` is one of :data:`STATISTIC_OPTIONS`
@@ -119,3 +120,20 @@ def rayleigh_blocks(statistic, names, problem):
             )
         return tuple(condition_role(problem, n) == statistic for n in names)
     return (statistic == "rayleigh",) * len(names)
+
+
+def banded_blocks(names, problem):
+    """
+    Which residual blocks take the ``gradient_band`` factor: all but the
+    initial conditions (``docs/weights.md``, *A gradient-norm factor in a
+    band*).
+
+    :param list names: The conditions, in block order.
+    :param problem: The PINA problem; ``None`` (a weighting not attached to
+        a solver) bands every block.
+    :return: One bool per block.
+    :rtype: tuple[bool]
+    """
+    if problem is None:
+        return (True,) * len(names)
+    return tuple(condition_role(problem, n) != "initial" for n in names)

@@ -445,7 +445,10 @@ class KernelStatistics:
         if self._gradients is not None:
             # previous weights (kept on unusable traces) carry their factor
             factors = gradient_band_factors(
-                weights, self._gradients.value, weighting.gradient_band
+                weights,
+                self._gradients.value,
+                weighting.gradient_band,
+                weighting.banded_blocks(),
             )
             banded = (weights * factors).clamp(*weighting.weight_bounds)
             weights = torch.where(ok, banded, weights)

@@ -18,7 +18,7 @@ import torch
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import check_band
 from ..core.safeguard import SpacedUpdateSafeguard
-from .block_statistics import rayleigh_blocks
+from .block_statistics import banded_blocks, rayleigh_blocks
 from .callback import NTKCallback
 from .pina_adapter import SolverAttachedWeighting, offer_callback
 
@@ -107,6 +107,7 @@ class KernelWeighting(SolverAttachedWeighting):
         self.gradient_band = check_band(gradient_band)
         self._driver = None
         self._rayleigh = None
+        self._banded = None
 
     def attached(self, solver):
         """
@@ -194,6 +195,17 @@ class KernelWeighting(SolverAttachedWeighting):
             ``names``.
         """
         self._rayleigh = rayleigh_blocks(self.statistic, names, problem)
+        self._banded = banded_blocks(names, problem)
+
+    def banded_blocks(self):
+        """
+        Which blocks take the ``gradient_band`` factor, in block order: all
+        but the initial conditions (``None`` before :meth:`set_conditions`:
+        all).
+
+        :rtype: tuple[bool] | None
+        """
+        return self._banded
 
     def rayleigh_blocks(self, residuals):
         """

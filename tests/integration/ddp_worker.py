@@ -58,6 +58,10 @@ def main(out_dir, devices, weighting):
         weighting = SketchNTKWeighting(
             alpha=0.3, warmup_samples=4, statistic="boundary"
         )
+    elif weighting == "sketch-band":
+        weighting = SketchNTKWeighting(
+            alpha=0.3, warmup_samples=4, gradient_band=2.0
+        )
     elif weighting == "sketch-every-2":
         weighting = SketchNTKWeighting(
             alpha=0.3, warmup_samples=4, sample_every_n_steps=2

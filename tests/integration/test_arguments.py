@@ -54,6 +54,8 @@ from helpers import make_solver, make_trainer, mlp
         ({"sample_every_n_steps": 0}, "sample_every_n_steps"),
         ({"sample_every_n_steps": 2.5}, "sample_every_n_steps"),
         ({"sample_every_n_steps": True}, "sample_every_n_steps"),
+        ({"gradient_band": 0.5}, "gradient_band"),
+        ({"gradient_band": "4"}, "gradient_band"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):
@@ -72,6 +74,8 @@ def test_sketch_weighting_arguments(kwargs, argument):
         ({"alpha": 0.0}, "alpha"),
         ({"alpha": 1.5}, "alpha"),
         ({"statistic": "Rayleigh"}, "statistic"),
+        ({"gradient_band": 0.0}, "gradient_band"),
+        ({"gradient_band": float("nan")}, "gradient_band"),
     ],
 )
 def test_exact_weighting_arguments(kwargs, argument):

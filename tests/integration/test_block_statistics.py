@@ -18,6 +18,7 @@ from pina.problem.zoo import (
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
 from pina_ntk.integration.block_statistics import (
+    banded_blocks,
     check_statistic,
     condition_role,
     rayleigh_blocks,
@@ -89,6 +90,15 @@ def test_data_and_other_domains_are_neither_boundary_nor_initial():
     assert condition_role(problem, "disc") == "other"
     assert condition_role(problem, "mixed") == "other"
     assert condition_role(problem, "edge") == "boundary"
+
+
+def test_the_band_leaves_out_initial_conditions_only():
+    problem = WaveProblem()
+    names = ["pde", "initial_value", "initial_velocity", "left", "right"]
+    assert banded_blocks(names, problem) == (True, False, False, True, True)
+    shapes = ShapesProblem()
+    assert banded_blocks(["disc", "mixed", "edge"], shapes) == (True,) * 3
+    assert banded_blocks(names, None) == (True,) * 5
 
 
 def test_rayleigh_blocks_of_each_option():

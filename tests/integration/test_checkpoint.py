@@ -83,6 +83,8 @@ def exact(**options):
             ),
             False,
         ),
+        (exact(update_every_n_steps=3, gradient_band=2.0), False),
+        (sketch(sample_every_n_steps=2, gradient_band=4.0), False),
         # the callback the solver adds by itself (no NTKCallback passed)
         (exact(update_every_n_steps=2), True),
         (sketch(), True),
@@ -106,6 +108,8 @@ def exact(**options):
         "exact-boundary",
         "predictor-boundary",
         "parameter-mapping-between-samples",
+        "exact-band-due-at-resume",
+        "predictor-band-between-samples",
         "exact-automatic-callback",
         "sketch-automatic-callback",
     ],

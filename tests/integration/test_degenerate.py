@@ -5,30 +5,18 @@ import warnings
 
 import pytest
 import torch
-from pina import Condition
-from pina.domain import CartesianDomain
-from pina.equation import Equation, FixedValue
-from pina.operator import laplacian
-from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
 from helpers import (
     WeightHistory,
+    line_problem,
     make_solver,
     make_trainer,
     mlp,
     ntk_callback,
 )
-
-
-def poisson_residual(input_, output_):
-    """``u'' + pi^2 sin(pi x)`` (solution ``sin(pi x)``)."""
-    x = input_.extract(["x"])
-    return laplacian(output_, input_, components=["u"], d=["x"]) + (
-        torch.pi**2 * torch.sin(torch.pi * x)
-    )
 
 
 def no_parameter_residual(input_, output_):
@@ -39,30 +27,6 @@ def no_parameter_residual(input_, output_):
 def zero_residual(input_, output_):
     """A residual that is exactly zero and stays so: ``0 * u``."""
     return 0.0 * output_.extract(["u"])
-
-
-def line_problem(extra_equation):
-    """A 1-D Poisson problem with one more condition ``extra``."""
-
-    class Line(SpatialProblem):
-        output_variables = ["u"]
-        spatial_domain = CartesianDomain({"x": [0, 1]})
-        domains = {
-            "D": spatial_domain,
-            "ends": CartesianDomain({"x": [0, 1]}),
-            "extra": CartesianDomain({"x": [0, 1]}),
-        }
-        conditions = {
-            "D": Condition(domain="D", equation=Equation(poisson_residual)),
-            "ends": Condition(domain="ends", equation=FixedValue(0.0)),
-            "extra": Condition(domain="extra", equation=extra_equation),
-        }
-
-    problem = Line()
-    torch.manual_seed(0)
-    problem.discretise_domain(16, "random", domains=["D", "extra"])
-    problem.discretise_domain(2, "grid", domains=["ends"])
-    return problem
 
 
 WEIGHTINGS = {
@@ -79,7 +43,7 @@ WEIGHTINGS = {
 def train_line(extra, name, steps=20):
     torch.manual_seed(0)
     solver = PhysicsInformedSingleModelSolver(
-        line_problem(Equation(extra)), mlp(1, 1), weighting=WEIGHTINGS[name]()
+        line_problem(extra), mlp(1, 1), weighting=WEIGHTINGS[name]()
     )
     history = WeightHistory()
     trainer = make_trainer(solver, steps=steps, callbacks=[history])

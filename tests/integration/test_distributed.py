@@ -31,7 +31,14 @@ def run_worker(out_dir, devices, weighting):
 
 @pytest.mark.parametrize(
     "weighting",
-    ["exact", "exact-rayleigh", "sketch", "sketch-boundary", "sketch-every-2"],
+    [
+        "exact",
+        "exact-rayleigh",
+        "sketch",
+        "sketch-boundary",
+        "sketch-band",
+        "sketch-every-2",
+    ],
 )
 def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
     ranks = run_worker(tmp_path / "ddp", 2, weighting)

@@ -1,0 +1,114 @@
+"""The band rule of pina_ntk.core.gradient_band against hand computations."""
+
+import math
+
+import pytest
+import torch
+
+from pina_ntk.core.gradient_band import (
+    check_band,
+    condition_gradient_sq_norms,
+    gradient_band_factors,
+)
+
+
+def test_factors_by_hand():
+    # u = log(w ||g||) = log(1 * 4), log(1 * 1): mean log 2, so the factors
+    # are 2 / 4 and 2 / 1
+    factors = gradient_band_factors(
+        torch.tensor([1.0, 1.0]), torch.tensor([16.0, 1.0]), 10.0
+    )
+    torch.testing.assert_close(factors, torch.tensor([0.5, 2.0]))
+    # the band clamps each factor to [1/b, b]
+    factors = gradient_band_factors(
+        torch.tensor([1.0, 1.0]), torch.tensor([16.0, 1.0]), 1.5
+    )
+    torch.testing.assert_close(factors, torch.tensor([1 / 1.5, 1.5]))
+    # weighted gradients already equal: no change
+    factors = gradient_band_factors(
+        torch.tensor([1.0, 2.0, 0.5]), torch.tensor([4.0, 1.0, 16.0]), 10.0
+    )
+    torch.testing.assert_close(factors, torch.ones(3))
+
+
+def test_band_one_keeps_the_ntk_weights():
+    weights = torch.tensor([0.8, 52.0, 3.0])
+    squared = torch.tensor([1e-2, 3e-7, 5.0])
+    factors = gradient_band_factors(weights, squared, 1.0)
+    assert torch.equal(factors, torch.ones(3))
+
+
+def test_wide_band_gives_the_self_adaptive_ratios():
+    # PINA's SelfAdaptiveWeighting: w_c = sum_d ||g_d|| / ||g_c||; without a
+    # band the factors turn any positive weights into these, up to one
+    # common factor
+    generator = torch.Generator().manual_seed(0)
+    weights = torch.rand(4, generator=generator, dtype=torch.float64) * 100
+    norms = torch.rand(4, generator=generator, dtype=torch.float64) + 1e-3
+    banded = weights * gradient_band_factors(weights, norms**2, 1e12)
+    self_adaptive = norms.sum() / norms
+    ratio = banded / self_adaptive
+    torch.testing.assert_close(ratio, ratio[0].expand(4))
+    # and the geometric mean of the factors is one
+    factors = banded / weights
+    assert factors.log().mean().item() == pytest.approx(0.0, abs=1e-12)
+
+
+def test_zero_and_non_finite_gradients_keep_the_ntk_weight():
+    # a loss driven to exactly zero has a zero gradient: no information, so
+    # its factor is 1 and the others are balanced among themselves
+    weights = torch.tensor([1.0, 1.0, 5.0, 2.0])
+    squared = torch.tensor([16.0, 1.0, 0.0, float("nan")])
+    factors = gradient_band_factors(weights, squared, 10.0)
+    torch.testing.assert_close(factors, torch.tensor([0.5, 2.0, 1.0, 1.0]))
+    # no usable gradient at all
+    factors = gradient_band_factors(weights, torch.zeros(4), 10.0)
+    assert torch.equal(factors, torch.ones(4))
+
+
+def test_conditions_outside_the_band_keep_factor_one():
+    # the third condition is left out: the others balance between themselves
+    weights = torch.tensor([1.0, 1.0, 1.0])
+    squared = torch.tensor([16.0, 1.0, 1e6])
+    factors = gradient_band_factors(weights, squared, 10.0, (True, True, False))
+    torch.testing.assert_close(factors, torch.tensor([0.5, 2.0, 1.0]))
+
+
+def test_factors_stay_in_the_band_for_extreme_gradients():
+    weights = torch.tensor([1e-6, 1.0, 1e6])
+    squared = torch.tensor([1e-38, 1.0, 1e38])
+    factors = gradient_band_factors(weights, squared, 4.0)
+    assert torch.isfinite(factors).all()
+    assert (factors >= 0.25 * (1 - 1e-6)).all()
+    assert (factors <= 4.0 * (1 + 1e-6)).all()
+
+
+def test_gradient_norms_by_hand():
+    theta = torch.tensor([1.0, 2.0], requires_grad=True)
+    other = torch.tensor([3.0], requires_grad=True)
+    # L_0 = (theta_0 + 2 theta_1)^2: gradient 2 * 5 * (1, 2), ||.||^2 = 500
+    # L_1 = other^2 theta_0: gradient (9, 0; 6), ||.||^2 = 117
+    # L_2 = 0 * theta_0: gradient zero
+    losses = [
+        (theta[0] + 2 * theta[1]) ** 2,
+        other[0] ** 2 * theta[0],
+        0.0 * theta[0],
+    ]
+    squared = condition_gradient_sq_norms(losses, [theta, other])
+    torch.testing.assert_close(squared, torch.tensor([500.0, 117.0, 0.0]))
+    assert not squared.requires_grad
+    # the graph is kept for the training step's backward
+    sum(losses).backward()
+    assert theta.grad is not None
+
+
+@pytest.mark.parametrize("band", [0.5, 0, -2.0, math.inf, "2", True])
+def test_band_argument(band):
+    with pytest.raises(ValueError, match="gradient_band"):
+        check_band(band)
+
+
+def test_band_argument_accepts_numbers_and_none():
+    assert check_band(None) is None
+    assert check_band(1) == 1.0
+    assert check_band(4.0) == 4.0
