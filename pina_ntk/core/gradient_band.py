@@ -18,8 +18,8 @@ equalise the norms of the *weighted* gradients ``w_c ||g_c||``, kept within
     w'_c    = phi_c w_c
 
 ``b = 1`` gives the NTK weights; ``b -> inf`` gives the self-adaptive
-weights up to one common factor. The weightings leave initial conditions
-out (``banded``): they keep their NTK weights, see ``docs/weights.md``. A condition whose gradient is exactly zero
+weights up to one common factor. The weightings band the conditions of a
+stationary problem only (``banded``), see ``docs/weights.md``. A condition whose gradient is exactly zero
 (or not finite) carries no information: its factor is ``1`` and the mean is
 taken over the others. The factor depends on the ratios of the gradient
 norms only, so the loss reduction (``mean`` or ``sum``) does not change it.

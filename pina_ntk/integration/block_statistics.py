@@ -124,9 +124,10 @@ def rayleigh_blocks(statistic, names, problem):
 
 def banded_blocks(names, problem):
     """
-    Which residual blocks take the ``gradient_band`` factor: all but the
-    initial conditions (``docs/weights.md``, *A gradient-norm factor in a
-    band*).
+    Which residual blocks take the ``gradient_band`` factor: every block of
+    a stationary problem, none of a time-dependent one (a problem with
+    temporal variables), see ``docs/weights.md``, *A gradient-norm factor
+    in a band*.
 
     :param list names: The conditions, in block order.
     :param problem: The PINA problem; ``None`` (a weighting not attached to
@@ -134,6 +135,7 @@ def banded_blocks(names, problem):
     :return: One bool per block.
     :rtype: tuple[bool]
     """
-    if problem is None:
-        return (True,) * len(names)
-    return tuple(condition_role(problem, n) != "initial" for n in names)
+    stationary = problem is None or not getattr(
+        problem, "temporal_variables", None
+    )
+    return (stationary,) * len(names)

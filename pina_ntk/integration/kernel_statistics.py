@@ -16,7 +16,7 @@ One step, in order::
     begin_step(rank, residuals)        seed the step's probe stream
     weights_for_step(losses)           (from the weighting, in PINA's loss)
       check_names(names)               the same conditions at every step
-      fold_gradients(losses, params)   if due and gradient_band is set
+      fold_gradients(losses, params)   if due and uses_band()
       refresh(blocks, params, fn)      if due: sample -> buffer ->
                                        (band) -> safeguard -> weights
       update_weights(blocks)           else, if weights_stale: buffer ->
@@ -179,7 +179,7 @@ class KernelStatistics:
         residuals = self._residuals
         if self.is_due():
             params = residuals.parameters()
-            if self.weighting.gradient_band is not None:
+            if self.uses_band():
                 self.fold_gradients([losses[n] for n in names], params)
             timed = self.reports.times_refresh
             start = device_clock(residuals.device) if timed else None
@@ -323,6 +323,17 @@ class KernelStatistics:
             self._pending = (prepared, params, sizes)
         self.refreshes += 1
         self._update_weights(residuals, sizes)
+
+    def uses_band(self):
+        """
+        :return: Whether the ``gradient_band`` factor applies to some block
+            (no loss gradients are taken otherwise).
+        :rtype: bool
+        """
+        if self.weighting.gradient_band is None:
+            return False
+        banded = self.weighting.banded_blocks()
+        return banded is None or any(banded)
 
     def fold_gradients(self, losses, params):
         """

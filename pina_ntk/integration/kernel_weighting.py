@@ -199,9 +199,9 @@ class KernelWeighting(SolverAttachedWeighting):
 
     def banded_blocks(self):
         """
-        Which blocks take the ``gradient_band`` factor, in block order: all
-        but the initial conditions (``None`` before :meth:`set_conditions`:
-        all).
+        Which blocks take the ``gradient_band`` factor, in block order:
+        all of a stationary problem, none of a time-dependent one (``None``
+        before :meth:`set_conditions`: all).
 
         :rtype: tuple[bool] | None
         """

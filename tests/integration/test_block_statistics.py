@@ -92,13 +92,15 @@ def test_data_and_other_domains_are_neither_boundary_nor_initial():
     assert condition_role(problem, "edge") == "boundary"
 
 
-def test_the_band_leaves_out_initial_conditions_only():
-    problem = WaveProblem()
+def test_the_band_applies_to_stationary_problems_only():
     names = ["pde", "initial_value", "initial_velocity", "left", "right"]
-    assert banded_blocks(names, problem) == (True, False, False, True, True)
+    assert banded_blocks(names, WaveProblem()) == (False,) * 5
+    names = ["D", "t0", "boundary"]
+    assert banded_blocks(names, DiffusionReactionProblem()) == (False,) * 3
+    assert banded_blocks(["D", "boundary"], HelmholtzProblem()) == (True,) * 2
     shapes = ShapesProblem()
     assert banded_blocks(["disc", "mixed", "edge"], shapes) == (True,) * 3
-    assert banded_blocks(names, None) == (True,) * 5
+    assert banded_blocks(names, None) == (True,) * 3
 
 
 def test_rayleigh_blocks_of_each_option():

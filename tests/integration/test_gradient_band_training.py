@@ -1,5 +1,6 @@
 """``gradient_band`` in training: PINA's self-adaptive weights at a wide
-band, the NTK weights within the band otherwise, a vanishing loss."""
+band, the NTK weights within the band otherwise, none on a time-dependent
+problem, a vanishing loss."""
 
 import math
 
@@ -31,47 +32,64 @@ def first_weights(kind, weighting, ntk=True):
     return history.weights[0]
 
 
-#: The conditions that take the factor: all but the initial conditions.
-BANDED = {"poisson": ["D", "boundary"], "wave": ["D", "boundary"]}
-
-
-@pytest.mark.parametrize("kind", ["poisson", "wave"])
-def test_a_wide_band_gives_the_self_adaptive_weights(kind):
+def test_a_wide_band_gives_the_self_adaptive_weights():
     # PINA's SelfAdaptiveWeighting at the same first step: sum ||g|| / ||g_c||
     # for the same losses; without a band the factors turn the NTK weights
-    # of the banded conditions into these up to one common factor
+    # into these up to one common factor
     banded = first_weights(
-        kind,
+        "poisson",
         NTKWeighting(safeguard=None, weight_bounds=WIDE, gradient_band=1e12),
     )
-    adaptive = first_weights(kind, SelfAdaptiveWeighting(), ntk=False)
+    adaptive = first_weights("poisson", SelfAdaptiveWeighting(), ntk=False)
     plain = first_weights(
-        kind, NTKWeighting(safeguard=None, weight_bounds=WIDE)
+        "poisson", NTKWeighting(safeguard=None, weight_bounds=WIDE)
     )
-    names = BANDED[kind]
+    names = sorted(adaptive)
     ratios = [banded[c] / adaptive[c] for c in names]
     assert ratios == pytest.approx([ratios[0]] * len(names), rel=1e-4)
     # the NTK weights themselves are far from them (the test can fail)
     plain_ratios = [plain[c] / adaptive[c] for c in names]
     assert max(plain_ratios) / min(plain_ratios) > 2
-    # initial conditions keep their NTK weights
-    for condition in set(plain) - set(names):
-        assert banded[condition] == plain[condition]
 
 
 @pytest.mark.parametrize("band", [2.0, 4.0])
 def test_weights_stay_within_the_band_around_the_ntk_weights(band):
-    plain = first_weights("wave", NTKWeighting(safeguard=None))
+    plain = first_weights("poisson", NTKWeighting(safeguard=None))
     banded = first_weights(
-        "wave", NTKWeighting(safeguard=None, gradient_band=band)
+        "poisson", NTKWeighting(safeguard=None, gradient_band=band)
     )
-    factors = torch.tensor([banded[c] / plain[c] for c in BANDED["wave"]])
+    factors = torch.tensor([banded[c] / plain[c] for c in plain])
     assert (factors >= (1 - 1e-5) / band).all()
     assert (factors <= band * (1 + 1e-5)).all()
     # they move the weights, around a geometric mean of one
     assert (factors - 1).abs().max() > 0.1
     assert factors.log().mean().item() == pytest.approx(0.0, abs=1e-5)
-    assert banded["t0"] == plain["t0"]  # an initial condition
+
+
+@pytest.mark.parametrize(
+    "weighting",
+    [
+        lambda band: NTKWeighting(update_every_n_steps=2, gradient_band=band),
+        lambda band: SketchNTKWeighting(
+            alpha=0.3, warmup_samples=3, seed=5, gradient_band=band
+        ),
+    ],
+    ids=["exact", "predictor"],
+)
+def test_time_dependent_problems_keep_the_ntk_weights(weighting):
+    # a problem with a temporal variable: no factor and no loss gradients,
+    # the run is bitwise the one without a band
+    runs = []
+    for band in (None, 4.0):
+        solver = make_solver("wave", weighting=weighting(band), seed=2)
+        history = WeightHistory()
+        trainer = make_trainer(solver, steps=4, callbacks=[history])
+        trainer.train()
+        statistics = ntk_callback(trainer).statistics
+        assert not statistics.uses_band()
+        assert statistics.state_dict()["gradients"] is None
+        runs.append(history.weights)
+    assert runs[0] == runs[1]
 
 
 def vanishing_residual(input_, output_):
