@@ -19,7 +19,7 @@ import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina.model import FeedForward
-from pina.problem.zoo import AcousticWaveProblem
+from pina.problem.zoo import AcousticWaveProblem, Poisson2DSquareProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 import harness
@@ -33,6 +33,14 @@ from pina_ntk.paper.experiments.training import make_trainer
 
 #: Condition order of the ``--points`` flag.
 DOMAINS = ("D", "t0", "boundary")
+#: Problems of the ``--problem`` flag: PINA's acoustic wave (time-dependent,
+#: the default) and Poisson on the square (stationary: ``gradient_band``
+#: acts on stationary problems only, so its cost is timed there; ``t0``'s
+#: points are unused).
+PROBLEMS = {
+    "acoustic_wave": AcousticWaveProblem,
+    "poisson": Poisson2DSquareProblem,
+}
 #: Configurations in table order: key, label, and the weighting (kind and
 #: options for :func:`~pina_ntk.paper.experiments.settings.make_weighting`;
 #: ``None``: unweighted, the reference rows' work is a callback's).
@@ -106,6 +114,7 @@ FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
 FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
 FULL.update(accuracy_width=None, accuracy_checkpoints=[0, 50, 100, 200])
 FULL.update(accuracy_seeds=3, threads=1, seed=0, min_periods=3)
+FULL.update(problem="acoustic_wave")
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, accuracy_checkpoints=[0, 5])
 QUICK.update(accuracy_seeds=2, min_periods=1)
@@ -131,11 +140,14 @@ SETTING_FLAGS = (
      "steps where sketched and exact weights are compared", {"nargs": "+"}),
     ("accuracy_seeds", "seeds (runs per estimator) of the accuracy study", {}),
     ("seed", "first seed: points, initial network and probes", {}),
+    ("problem", "the problem trained",
+     {"type": str, "choices": tuple(PROBLEMS)}),
 )
 # fmt: on
 SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
 #: The smallest value of each setting (of each entry of a list).
 MINIMA = dict(dict.fromkeys(SETTING_NAMES, 1), seed=0, accuracy_checkpoints=0)
+del MINIMA["problem"]
 #: Page titles, by script.
 TITLES = {
     "overhead.py": "cost and accuracy of NTK loss weights in PINA",
@@ -155,18 +167,19 @@ STUDIES = {
 # ------------------------------------------------------------ training
 def build_solver(task, key, safeguard="default"):
     """
-    A seeded wave-problem solver of a configuration and the callbacks it
-    needs: the same points and initial network for every configuration.
+    A seeded solver of a configuration and the callbacks it needs: the
+    same problem, points and initial network for every configuration.
 
-    :param dict task: The worker task (``width``, ``depth``, ``points``,
-        ``seed``, ``period``).
+    :param dict task: The worker task (``problem``, ``width``, ``depth``,
+        ``points``, ``seed``, ``period``).
     :param safeguard: The pina_ntk weightings' safeguard setting.
     :return: ``(solver, callbacks)``.
     """
     lightning.seed_everything(task["seed"], verbose=False)
-    problem = AcousticWaveProblem()
+    problem = PROBLEMS[task.get("problem", "acoustic_wave")]()
     for domain, count in zip(DOMAINS, task["points"]):
-        problem.discretise_domain(count, "random", domains=[domain])
+        if domain in problem.conditions:
+            problem.discretise_domain(count, "random", domains=[domain])
     network = dict(inner_size=task["width"], n_layers=task["depth"])
     model = FeedForward(2, 1, func=torch.nn.Tanh, **network)
     spec = {k: s for k, _, s in CONFIGS}[key]
@@ -179,6 +192,8 @@ def build_solver(task, key, safeguard="default"):
         }
         if kind == "sketch":
             options.update(seed=task["seed"], safeguard=safeguard)
+            # the rows without a band time the NTK weights alone
+            options.setdefault("gradient_band", None)
         elif kind == "exact":
             options.setdefault("update_every_n_steps", 1)
             options["safeguard"] = safeguard
@@ -381,7 +396,7 @@ def study_main(argv, script, names, studies, default_output=None):
             text += f" (default {default(FULL, name)}; "
             text += f"--quick {default(QUICK, name)})"
             flag = "--" + name.replace("_", "-")
-            parser.add_argument(flag, type=int, help=text, **options)
+            parser.add_argument(flag, help=text, **{"type": int, **options})
     parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),

@@ -21,7 +21,7 @@ import harness
 
 #: The settings this study takes as flags.
 SETTINGS = ("steps", "warmup", "rounds", "threads", "widths", "depth")
-SETTINGS += ("points", "period", "exact_steps", "seed")
+SETTINGS += ("points", "period", "exact_steps", "seed", "problem")
 #: The worker job of one timing round for one network.
 JOB = "step_time:run_timing"
 #: Exact rows with an update every ``period`` steps (from the settings).
@@ -199,7 +199,16 @@ def settings_line(settings):
         f"{'exact' if key == 'exact_every_period' else key}"
         for key in PERIODIC_KEYS
     )
-    return (
+    problem = ""
+    if "problem" in settings:  # results that predate the setting: the wave
+        problem = f"Problem: `{settings['problem']}`"
+        if settings["problem"] == "acoustic_wave":
+            problem += (
+                " (time-dependent: the `gradient_band` rows run without "
+                "their band, which acts on stationary problems only)"
+            )
+        problem += ". "
+    return problem + (
         f"Time per step: {settings['rounds']} interleaved round(s); per-step "
         f"rows: median over {settings['steps']} steps after "
         f"{settings['warmup']} warm-up steps; exact every step: median over "

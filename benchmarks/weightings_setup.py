@@ -46,10 +46,11 @@ WEIGHTINGS = {
     ),
     "exact": (EXACT + "{every})`", "exact", {"update_every_n_steps": "every"}),
     "sketch_parameter": (
-        SKETCH + 'estimator="parameter")`', "sketch", {"estimator": "parameter"}
+        SKETCH + 'estimator="parameter", gradient_band=None)`', "sketch",
+        {"estimator": "parameter", "gradient_band": None},
     ),
     "sketch_predictor": (
-        SKETCH + 'estimator="predictor")`', "sketch", {"estimator": "predictor"}
+        SKETCH + "gradient_band=None)`", "sketch", {"gradient_band": None}
     ),
     "exact_rayleigh": (
         EXACT + '{every}, statistic="rayleigh")`', "exact",
@@ -63,18 +64,19 @@ WEIGHTINGS = {
     # the sketch with each statistic other than the trace
     **{
         f"sketch_{statistic}": (
-            SKETCH + f'statistic="{statistic}")`', "sketch",
-            {"statistic": statistic},
+            SKETCH + f'statistic="{statistic}", gradient_band=None)`',
+            "sketch", {"statistic": statistic, "gradient_band": None},
         )
         for statistic in ("rayleigh", "boundary", "interior")
     },
     # the sketch with a gradient-norm factor in a band around its weights
+    # (4: the default)
     **{
         f"sketch_band_{band}": (
-            SKETCH + f"gradient_band={band})`", "sketch",
+            SKETCH + f"gradient_band={band})`" + note, "sketch",
             {"gradient_band": float(band)},
         )
-        for band in (2, 4)
+        for band, note in ((2, ""), (4, ", the default"))
     },
     "exact_500": (
         EXACT + "{slow})`", "exact",
@@ -88,7 +90,8 @@ WEIGHTINGS = {
 # fmt: on
 #: The README's rows, where they were run: the plain sum, PINA's
 #: self-adaptive weights and the library's recommended configurations.
-README_WEIGHTINGS = ("none", "pina_self_adaptive", "sketch_predictor")
+README_WEIGHTINGS = ("none", "pina_self_adaptive", "sketch_band_4")
+README_WEIGHTINGS += ("sketch_predictor",)
 README_WEIGHTINGS += ("exact_rayleigh", "exact_rayleigh_smoothed")
 README_WEIGHTINGS += ("sketch_rayleigh",)
 SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")

@@ -43,13 +43,17 @@ PAGES = [
             "rayleigh-study/weightings",
             "rayleigh-study/conditions/weightings",
             "rayleigh-study/long/weightings",
+            "rayleigh-study/band/weightings",
+            "rayleigh-study/band-earlier/all/weightings",
+            "rayleigh-study/band-earlier/no-initial/weightings",
         )
     ),
-    (
-        "rayleigh-study/step-time.md",
-        "rayleigh-study/step-time.json",
-        "step_time.py",
-        configurations.render,
+    *(
+        (f"{name}.md", f"{name}.json", "step_time.py", configurations.render)
+        for name in (
+            "rayleigh-study/step-time",
+            "rayleigh-study/band/step-time",
+        )
     ),
     (
         "estimators.md",

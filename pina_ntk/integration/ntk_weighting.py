@@ -55,14 +55,17 @@ class NTKWeighting(KernelWeighting):
         as in :class:`SketchNTKWeighting`.
     :type statistic: str | dict
     :param gradient_band: ``None`` (default): the NTK weights. A number
-        ``b >= 1``: at each update every weight is multiplied by the factor
-        in ``[1/b, b]`` that comes nearest to equalising the norms of the
-        conditions' weighted loss gradients, as PINA's
-        ``SelfAdaptiveWeighting`` does without a band
-        (:mod:`pina_ntk.core.gradient_band`). The factor follows the
-        losses' progress (the squared gradient norms are averaged over about
-        100 steps) and cannot run away when a loss vanishes. Costs one
-        backward pass per condition at each update.
+        ``b >= 1``: on a stationary problem (no temporal variable), at each
+        update every weight is multiplied by the factor in ``[1/b, b]``
+        that comes nearest to equalising the norms of the conditions'
+        weighted loss gradients, as PINA's ``SelfAdaptiveWeighting`` does
+        without a band (:mod:`pina_ntk.core.gradient_band`). The factor
+        follows the losses' progress (the squared gradient norms are
+        averaged over about 100 steps) and cannot run away when a loss
+        vanishes. Costs one backward pass per condition at each update. A
+        time-dependent problem keeps the NTK weights: balancing gradients
+        lifts the PDE's weight above the initial data's, which lost the
+        wave problem (``docs/weights.md``).
     :type gradient_band: float | None
     :raises ValueError: If an argument is out of range.
 

@@ -139,10 +139,14 @@ class SketchNTKWeighting(KernelWeighting):
         "rayleigh"}``: per named condition, the trace for the others. Not
         with ``full_kernel``. Default ``"trace"``.
     :type statistic: str | dict
-    :param gradient_band: As in :class:`NTKWeighting`: ``None`` (default)
-        or a band ``b >= 1`` for a gradient-norm factor applied at each
-        sample (one backward pass per condition every
-        ``sample_every_n_steps`` steps).
+    :param gradient_band: As in :class:`NTKWeighting`: a band ``b >= 1``
+        for a gradient-norm factor applied at each sample (one backward pass
+        per condition every ``sample_every_n_steps`` steps), or ``None`` for
+        the NTK weights alone (Algorithms 2-3 as published). The band acts
+        on stationary problems only; a time-dependent problem keeps the NTK
+        weights whatever its value. Default ``4.0``, chosen on the
+        weightings benchmark (``docs/weights.md``, *A gradient-norm factor
+        in a band*).
     :type gradient_band: float | None
     :raises ValueError: If an argument is out of range or unknown.
 
@@ -171,7 +175,7 @@ class SketchNTKWeighting(KernelWeighting):
         evaluation_chunk_size=128,
         sample_every_n_steps=10,
         statistic="trace",
-        gradient_band=None,
+        gradient_band=4.0,
     ):
         check_rate("alpha", alpha)
         check_int("sample_every_n_steps", sample_every_n_steps, 1)
