@@ -343,11 +343,15 @@ def summarise(results, settings, studies):
     """The page's numbers (see :func:`render`): each study's, the time and
     memory of a row side by side, each network's targets together."""
     interior, initial, boundary = settings["points"]
+    points = f"{interior} / {initial} / {boundary} (`D` / `t0` / `boundary`"
     entries = interior + 2 * initial + boundary  # t0: value and velocity
+    name = settings.get("problem", "acoustic_wave")
+    if name != "acoustic_wave":  # stationary: no t0
+        points = f"{interior} / {boundary} (`D` / `boundary`"
+        entries = interior + boundary
     problem = (
-        "Problem: PINA's `AcousticWaveProblem`, fixed random points "
-        f"{interior} / {initial} / {boundary} (`D` / `t0` / `boundary`; "
-        f"{entries} residual entries), tanh networks with "
+        f"Problem: PINA's `{PROBLEMS[name].__name__}`, fixed random points "
+        f"{points}; {entries} residual entries), tanh networks with "
         f"{settings['depth']} hidden layers, seed {settings['seed']}"
     )
     document = {"lines": [problem], "parameters": {}}

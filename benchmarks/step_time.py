@@ -200,14 +200,11 @@ def settings_line(settings):
         for key in PERIODIC_KEYS
     )
     problem = ""
-    if "problem" in settings:  # results that predate the setting: the wave
-        problem = f"Problem: `{settings['problem']}`"
-        if settings["problem"] == "acoustic_wave":
-            problem += (
-                " (time-dependent: the `gradient_band` rows run without "
-                "their band, which acts on stationary problems only)"
-            )
-        problem += ". "
+    if settings.get("problem") == "acoustic_wave":
+        problem = (
+            "The `gradient_band` rows run without their band here, which "
+            "acts on stationary problems only (`--problem poisson`). "
+        )
     return problem + (
         f"Time per step: {settings['rounds']} interleaved round(s); per-step "
         f"rows: median over {settings['steps']} steps after "

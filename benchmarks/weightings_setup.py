@@ -52,6 +52,15 @@ WEIGHTINGS = {
     "sketch_predictor": (
         SKETCH + "gradient_band=None)`", "sketch", {"gradient_band": None}
     ),
+    # the sketch with a gradient-norm factor in a band around its weights
+    # (4: the default)
+    **{
+        f"sketch_band_{band}": (
+            SKETCH + f"gradient_band={band})`" + note, "sketch",
+            {"gradient_band": float(band)},
+        )
+        for band, note in ((2, ""), (4, ", the default"))
+    },
     "exact_rayleigh": (
         EXACT + '{every}, statistic="rayleigh")`', "exact",
         {"update_every_n_steps": "every", "statistic": "rayleigh"},
@@ -68,15 +77,6 @@ WEIGHTINGS = {
             "sketch", {"statistic": statistic, "gradient_band": None},
         )
         for statistic in ("rayleigh", "boundary", "interior")
-    },
-    # the sketch with a gradient-norm factor in a band around its weights
-    # (4: the default)
-    **{
-        f"sketch_band_{band}": (
-            SKETCH + f"gradient_band={band})`" + note, "sketch",
-            {"gradient_band": float(band)},
-        )
-        for band, note in ((2, ""), (4, ", the default"))
     },
     "exact_500": (
         EXACT + "{slow})`", "exact",
