@@ -29,6 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
+import configurations  # noqa: E402
 import harness  # noqa: E402
 import overhead  # noqa: E402
 import peak_memory  # noqa: E402
@@ -58,6 +59,8 @@ WEIGHTING_LABELS = (
     'parameter-space sketch, `statistic="rayleigh"`, k = 10 (amortised)',
     'predictor sketch, `statistic="boundary"`, k = 10 (amortised)',
     'parameter-space sketch, `statistic="boundary"`, k = 10 (amortised)',
+    "predictor sketch, `gradient_band=4`, k = 10 (amortised)",
+    "parameter-space sketch, `gradient_band=4`, k = 10 (amortised)",
     "predictor sketch, forward, `sample_after_backward=False`",
     "parameter-space sketch, `sample_after_backward=False`",
     "PINA `NeuralTangentKernelWeighting`",
@@ -480,3 +483,24 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
     assert (
         tmp_path / "page" / "figures" / "spaced-samples-weights.png"
     ).exists()
+
+
+@pytest.mark.parametrize("problem", ["acoustic_wave", "poisson"])
+def test_cost_studies_build_either_problem(problem):
+    # --problem poisson times the band where it acts; the rows without a
+    # band pin gradient_band=None, so the default's band never slips in
+    task = dict(configurations.QUICK, problem=problem, width=8)
+    solver, _ = configurations.build_solver(task, "predictor_band_every_10")
+    assert type(solver.problem) is configurations.PROBLEMS[problem]
+    domains = solver.problem.discretised_domains
+    counts = {name: len(points) for name, points in domains.items()}
+    points = dict(zip(configurations.DOMAINS, task["points"]))
+    assert counts == {n: points[n] for n in solver.problem.conditions}
+    assert solver.weighting.gradient_band == 4.0
+    solver, _ = configurations.build_solver(task, "predictor_every_10")
+    assert solver.weighting.gradient_band is None
+    line = configurations.summarise(
+        {"timing": {}, "memory": {}}, dict(task, widths=[]), ()
+    )["lines"][0]
+    assert configurations.PROBLEMS[problem].__name__ in line
+    assert ("t0" in line) == (problem == "acoustic_wave")
