@@ -18,10 +18,10 @@ equalise the norms of the *weighted* gradients ``w_c ||g_c||``, kept within
     w'_c    = phi_c w_c
 
 ``b = 1`` gives the NTK weights; ``b -> inf`` gives the self-adaptive
-weights up to one common factor. The weightings band the conditions of a
-stationary problem only (``banded``), see ``docs/weights.md``. A condition whose gradient is exactly zero
-(or not finite) carries no information: its factor is ``1`` and the mean is
-taken over the others. The factor depends on the ratios of the gradient
+weights up to one common factor. The weightings apply it to stationary
+problems only, see ``docs/weights.md``. A condition whose gradient is
+exactly zero (or not finite) carries no information: its factor is ``1``
+and the mean is taken over the others. The factor depends on the ratios of the gradient
 norms only, so the loss reduction (``mean`` or ``sum``) does not change it.
 """
 
@@ -58,7 +58,7 @@ def check_band(band):
     return float(band)
 
 
-def gradient_band_factors(weights, gradient_sq_norms, band, banded=None):
+def gradient_band_factors(weights, gradient_sq_norms, band):
     """
     The factors ``phi_c`` of the band rule (see the module notes).
 
@@ -66,11 +66,8 @@ def gradient_band_factors(weights, gradient_sq_norms, band, banded=None):
     :param torch.Tensor gradient_sq_norms: ``||g_c||^2`` (or a moving
         average of it) per condition, ``(C,)``.
     :param float band: The band ``b >= 1``.
-    :param banded: Which conditions take a factor (``None``: all); the
-        others keep ``1`` and do not enter the mean.
-    :type banded: tuple[bool] | None
     :return: ``phi_c`` in ``[1/b, b]``, ``(C,)``; ``1`` where the gradient
-        norm is zero or not finite, or the condition is not banded.
+        norm is zero or not finite.
     :rtype: torch.Tensor
 
     :Example:
@@ -79,8 +76,6 @@ def gradient_band_factors(weights, gradient_sq_norms, band, banded=None):
         tensor([0.7071, 1.4142])
     """
     usable = torch.isfinite(gradient_sq_norms) & (gradient_sq_norms > 0)
-    if banded is not None:
-        usable = usable & torch.tensor(banded, device=usable.device)
     safe = torch.where(usable, gradient_sq_norms, 1.0)
     weighted = weights.log() + 0.5 * safe.log()
     count = usable.sum().clamp(min=1)

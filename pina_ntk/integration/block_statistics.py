@@ -122,20 +122,14 @@ def rayleigh_blocks(statistic, names, problem):
     return (statistic == "rayleigh",) * len(names)
 
 
-def banded_blocks(names, problem):
+def is_stationary(problem):
     """
-    Which residual blocks take the ``gradient_band`` factor: every block of
-    a stationary problem, none of a time-dependent one (a problem with
-    temporal variables), see ``docs/weights.md``, *A gradient-norm factor
-    in a band*.
+    Whether ``problem`` has no temporal variable: the ``gradient_band``
+    factor applies to stationary problems only (``docs/weights.md``, *A
+    gradient-norm factor in a band*).
 
-    :param list names: The conditions, in block order.
     :param problem: The PINA problem; ``None`` (a weighting not attached to
-        a solver) bands every block.
-    :return: One bool per block.
-    :rtype: tuple[bool]
+        a solver) counts as stationary.
+    :rtype: bool
     """
-    stationary = problem is None or not getattr(
-        problem, "temporal_variables", None
-    )
-    return (stationary,) * len(names)
+    return problem is None or not getattr(problem, "temporal_variables", None)

@@ -64,8 +64,8 @@ class KernelRule(Protocol):
     def set_conditions(self, names: list, problem: Any) -> None:
         """The conditions of the residual blocks, in block order."""
 
-    def banded_blocks(self) -> Optional[tuple]:
-        """Which blocks take the ``gradient_band`` factor (``None``: all)."""
+    def band_applies(self) -> bool:
+        """Whether the ``gradient_band`` factor applies to this problem."""
 
     def is_due(self, step: int) -> bool:
         """Whether the statistics are refreshed at ``step``."""

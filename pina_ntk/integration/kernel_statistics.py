@@ -16,7 +16,7 @@ One step, in order::
     begin_step(rank, residuals)        seed the step's probe stream
     weights_for_step(losses)           (from the weighting, in PINA's loss)
       check_names(names)               the same conditions at every step
-      fold_gradients(losses, params)   if due and uses_band()
+      fold_gradients(losses, params)   if due and the band applies
       refresh(blocks, params, fn)      if due: sample -> buffer ->
                                        (band) -> safeguard -> weights
       update_weights(blocks)           else, if weights_stale: buffer ->
@@ -179,7 +179,7 @@ class KernelStatistics:
         residuals = self._residuals
         if self.is_due():
             params = residuals.parameters()
-            if self.uses_band():
+            if self.weighting.band_applies():
                 self.fold_gradients([losses[n] for n in names], params)
             timed = self.reports.times_refresh
             start = device_clock(residuals.device) if timed else None
@@ -324,17 +324,6 @@ class KernelStatistics:
         self.refreshes += 1
         self._update_weights(residuals, sizes)
 
-    def uses_band(self):
-        """
-        :return: Whether the ``gradient_band`` factor applies to some block
-            (no loss gradients are taken otherwise).
-        :rtype: bool
-        """
-        if self.weighting.gradient_band is None:
-            return False
-        banded = self.weighting.banded_blocks()
-        return banded is None or any(banded)
-
     def fold_gradients(self, losses, params):
         """
         Fold the squared norms of the condition losses' gradients into
@@ -351,8 +340,9 @@ class KernelStatistics:
         :param dict params: ``{name: parameter}`` of the kernel.
         """
         local = condition_gradient_sq_norms(losses, list(params.values()))
-        ranks = self.global_sum(torch.ones_like(local[:1]))
-        squared = self.global_sum(local) / ranks
+        # one all-reduce: the squared norms and the number of ranks
+        total = self.global_sum(torch.cat([local, local.new_ones(1)]))
+        squared = total[:-1] / total[-1]
         if self._gradients is None:
             rate = rate_per_sample(
                 GRADIENT_ALPHA, self.weighting.refresh_every_n_steps
@@ -456,10 +446,7 @@ class KernelStatistics:
         if self._gradients is not None:
             # previous weights (kept on unusable traces) carry their factor
             factors = gradient_band_factors(
-                weights,
-                self._gradients.value,
-                weighting.gradient_band,
-                weighting.banded_blocks(),
+                weights, self._gradients.value, weighting.gradient_band
             )
             banded = (weights * factors).clamp(*weighting.weight_bounds)
             weights = torch.where(ok, banded, weights)

@@ -18,7 +18,7 @@ import torch
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import check_band
 from ..core.safeguard import SpacedUpdateSafeguard
-from .block_statistics import banded_blocks, rayleigh_blocks
+from .block_statistics import is_stationary, rayleigh_blocks
 from .callback import NTKCallback
 from .pina_adapter import SolverAttachedWeighting, offer_callback
 
@@ -107,7 +107,7 @@ class KernelWeighting(SolverAttachedWeighting):
         self.gradient_band = check_band(gradient_band)
         self._driver = None
         self._rayleigh = None
-        self._banded = None
+        self._stationary = True  # until set_conditions reads the problem
 
     def attached(self, solver):
         """
@@ -195,17 +195,16 @@ class KernelWeighting(SolverAttachedWeighting):
             ``names``.
         """
         self._rayleigh = rayleigh_blocks(self.statistic, names, problem)
-        self._banded = banded_blocks(names, problem)
+        self._stationary = is_stationary(problem)
 
-    def banded_blocks(self):
+    def band_applies(self):
         """
-        Which blocks take the ``gradient_band`` factor, in block order:
-        all of a stationary problem, none of a time-dependent one (``None``
-        before :meth:`set_conditions`: all).
+        Whether the ``gradient_band`` factor applies: a band is set and the
+        problem is stationary (as read by :meth:`set_conditions`).
 
-        :rtype: tuple[bool] | None
+        :rtype: bool
         """
-        return self._banded
+        return self.gradient_band is not None and self._stationary
 
     def rayleigh_blocks(self, residuals):
         """

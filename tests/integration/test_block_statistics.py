@@ -18,9 +18,9 @@ from pina.problem.zoo import (
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
 from pina_ntk.integration.block_statistics import (
-    banded_blocks,
     check_statistic,
     condition_role,
+    is_stationary,
     rayleigh_blocks,
 )
 from pina_ntk.integration.diagnostics import condition_calls
@@ -93,14 +93,19 @@ def test_data_and_other_domains_are_neither_boundary_nor_initial():
 
 
 def test_the_band_applies_to_stationary_problems_only():
-    names = ["pde", "initial_value", "initial_velocity", "left", "right"]
-    assert banded_blocks(names, WaveProblem()) == (False,) * 5
-    names = ["D", "t0", "boundary"]
-    assert banded_blocks(names, DiffusionReactionProblem()) == (False,) * 3
-    assert banded_blocks(["D", "boundary"], HelmholtzProblem()) == (True,) * 2
-    shapes = ShapesProblem()
-    assert banded_blocks(["disc", "mixed", "edge"], shapes) == (True,) * 3
-    assert banded_blocks(names, None) == (True,) * 3
+    assert not is_stationary(WaveProblem())
+    assert not is_stationary(DiffusionReactionProblem())
+    assert is_stationary(HelmholtzProblem())
+    assert is_stationary(ShapesProblem())
+    assert is_stationary(None)
+    # the weighting reads it at set_conditions
+    weighting = SketchNTKWeighting()
+    assert weighting.band_applies()
+    weighting.set_conditions(["pde"], WaveProblem())
+    assert not weighting.band_applies()
+    weighting.set_conditions(["D", "boundary"], HelmholtzProblem())
+    assert weighting.band_applies()
+    assert not SketchNTKWeighting(gradient_band=None).band_applies()
 
 
 def test_rayleigh_blocks_of_each_option():

@@ -86,7 +86,7 @@ def test_time_dependent_problems_keep_the_ntk_weights(weighting):
         trainer = make_trainer(solver, steps=4, callbacks=[history])
         trainer.train()
         statistics = ntk_callback(trainer).statistics
-        assert not statistics.uses_band()
+        assert not statistics.weighting.band_applies()
         assert statistics.state_dict()["gradients"] is None
         runs.append(history.weights)
     assert runs[0] == runs[1]
