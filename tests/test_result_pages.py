@@ -7,10 +7,16 @@ block exactly, so a number edited on the page, or a results file changed
 without re-rendering, fails here. README.md's *Choosing a weighting* table
 is checked the same way (when the README has its markers). The pages also
 name no local directory.
+
+The checks are functions of the files' paths, so that the tests run them on
+the committed files and the self-tests at the end run them on copies with
+one number edited, which they must refuse.
 """
 
+import json
 import os
 import re
+import shutil
 import sys
 
 import pytest
@@ -72,13 +78,37 @@ def render(page, document, renderer):
     return module.render(document)
 
 
+def check_page(page, results, script, renderer, docs=DOCS):
+    """
+    Fail unless ``page`` under ``docs`` holds, as its generated block,
+    exactly what ``script`` renders from ``results`` under ``docs``; the
+    renderer is given the page's place in DOCS, where its links must work.
+    """
+    document = harness.read_json(os.path.join(docs, results))
+    assert document["script"] == script
+    block = harness.page_block(os.path.join(docs, page), script)
+    assert block is not None, f"{page} has no block of {script}"
+    assert block == render(page, document, renderer), f"{page} has drifted"
+
+
+def check_readme_table(readme):
+    """
+    Fail unless the README at ``readme`` holds, between its table markers,
+    the table rendered from the results of the page the table links.
+    """
+    begin, end = weightings.README_MARKERS
+    block = harness.read_block(readme, begin, end)
+    assert block is not None, "the README lost its table block"
+    # the block links the page whose results it renders
+    page = re.findall(r"\[(docs/[\w/.-]+\.md)\]", block)[-1]
+    results = os.path.join(ROOT, os.path.dirname(page), "weightings.json")
+    document = harness.read_json(results)
+    assert block == weightings.readme_table(document, page), "table drifted"
+
+
 @pytest.mark.parametrize("page, results, script, renderer", PAGES)
 def test_page_is_rendered_from_its_results(page, results, script, renderer):
-    document = harness.read_json(os.path.join(DOCS, results))
-    assert document["script"] == script
-    block = harness.page_block(os.path.join(DOCS, page), script)
-    assert block is not None, f"{page} has no block of {script}"
-    assert block == render(page, document, renderer)
+    check_page(page, results, script, renderer)
 
 
 @pytest.mark.parametrize("page, results, script, renderer", PAGES)
@@ -93,21 +123,62 @@ def test_page_states_provenance_without_local_paths(
 
 
 def test_readme_table_is_rendered_from_the_weightings_results():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
-        readme = handle.read()
-    begin, end = weightings.README_MARKERS
-    assert begin in readme and end in readme, "README.md lost its table block"
-    block = harness.read_block(os.path.join(ROOT, "README.md"), begin, end)
-    # the block links the page whose results it renders
-    page = re.findall(r"\[(docs/[\w/.-]+\.md)\]", block)[-1]
-    results = os.path.join(ROOT, os.path.dirname(page), "weightings.json")
-    document = harness.read_json(results)
-    assert block == weightings.readme_table(document, page)
+    check_readme_table(os.path.join(ROOT, "README.md"))
 
 
-def test_an_edited_number_is_caught(tmp_path):
-    # The check above compares whole blocks: one changed digit fails it.
-    document = harness.read_json(os.path.join(DOCS, "step-time.json"))
-    block = configurations.render(document, os.path.join(DOCS, "x.md"))
+# The self-tests: each edit below is one the checks above exist to catch.
+
+
+def copy_docs(tmp_path, *names):
+    """Copies of the named files of DOCS under ``tmp_path``, in their
+    folders."""
+    for name in names:
+        target = tmp_path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(os.path.join(DOCS, name), target)
+    return tmp_path
+
+
+def edit_a_table_number(path, begin, end):
+    """Change one digit of the first table cell with a decimal number
+    between the markers of the file at ``path``."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index(begin)
+    row = re.compile(r"^\|.*?\d\.(\d)", re.MULTILINE)
+    match = row.search(text, start, text.index(end, start))
+    assert match, f"{path} has no table number to edit"
+    digit = str((int(match.group(1)) + 1) % 10)
+    path.write_text(
+        text[: match.start(1)] + digit + text[match.end(1) :], encoding="utf-8"
+    )
+
+
+@pytest.mark.parametrize("page, results, script, renderer", PAGES)
+def test_an_edited_page_is_caught(page, results, script, renderer, tmp_path):
+    docs = copy_docs(tmp_path, page, results)
+    check_page(page, results, script, renderer, docs)  # the copy passes
+    begin = harness.BEGIN.format(script=script)
+    edit_a_table_number(docs / page, begin, harness.END)
+    with pytest.raises(AssertionError, match="has drifted"):
+        check_page(page, results, script, renderer, docs)
+
+
+def test_results_changed_without_a_new_page_are_caught(tmp_path):
+    page, results = "step-time.md", "step-time.json"
+    docs = copy_docs(tmp_path, page, results)
+    check_page(page, results, "step_time.py", configurations.render, docs)
+    document = harness.read_json(docs / results)
+    # a rerun's step time, its page not re-rendered
     document["rows"][0]["time"][0] += 0.1
-    assert configurations.render(document, str(tmp_path / "x.md")) != block
+    (docs / results).write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(AssertionError, match="has drifted"):
+        check_page(page, results, "step_time.py", configurations.render, docs)
+
+
+def test_an_edited_readme_table_is_caught(tmp_path):
+    readme = tmp_path / "README.md"
+    shutil.copyfile(os.path.join(ROOT, "README.md"), readme)
+    check_readme_table(readme)  # the copy passes
+    edit_a_table_number(readme, *weightings.README_MARKERS)
+    with pytest.raises(AssertionError, match="table drifted"):
+        check_readme_table(readme)
