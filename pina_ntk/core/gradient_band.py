@@ -85,30 +85,37 @@ def gradient_band_factors(weights, gradient_sq_norms, band):
     return torch.where(usable, factors, torch.ones_like(factors))
 
 
-def condition_gradient_sq_norms(losses, params):
+def condition_gradients(losses, params):
     """
-    ``||grad L_c||^2`` of each condition loss with respect to ``params``:
-    one backward pass per condition, each through that condition's part of
-    the graph only (which stays alive for the training step's backward).
+    The gradient of each condition loss with respect to ``params``, as the
+    rows of one matrix: one backward pass per condition, each through that
+    condition's part of the graph only (which stays alive for the training
+    step's backward). Rows rather than norms, so that a data-parallel run can
+    average the ranks' gradients before it takes their norms.
 
     :param losses: The condition losses, 0-d tensors with their graph.
     :type losses: list[torch.Tensor]
     :param list params: The parameters.
-    :return: ``(C,)``, detached, in the dtype of the first parameter.
+    :return: ``(C, P)`` with ``P`` the number of parameter entries, detached,
+        in the dtype of the first parameter; zeros where a loss does not
+        depend on a parameter.
     :rtype: torch.Tensor
     """
     like = params[0]
-    norms = []
+    rows = []
     for loss in losses:
         grads = torch.autograd.grad(
             loss, params, retain_graph=True, allow_unused=True
         )
-        total = torch.zeros((), dtype=like.dtype, device=like.device)
-        for grad in grads:
-            if grad is not None:
-                # a tensor subclass's loss (PINA's LabelTensor) passes its
-                # class on to the gradients: plain tensors from here on
-                plain = torch.Tensor.as_subclass(grad, torch.Tensor)
-                total = total + plain.to(like.dtype).pow(2).sum()
-        norms.append(total)
-    return torch.stack(norms).detach()
+        flat = [
+            (
+                torch.zeros(p.numel(), dtype=like.dtype, device=like.device)
+                if g is None
+                # a tensor subclass's loss (PINA's LabelTensor) passes its class
+                # on to the gradients: plain tensors from here on
+                else torch.Tensor.as_subclass(g, torch.Tensor).reshape(-1)
+            )
+            for g, p in zip(grads, params)
+        ]
+        rows.append(torch.cat(flat).to(like.dtype))
+    return torch.stack(rows).detach()

@@ -38,7 +38,7 @@ import torch
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import (
     GRADIENT_ALPHA,
-    condition_gradient_sq_norms,
+    condition_gradients,
     gradient_band_factors,
 )
 from ..core.moving_average import KernelBuffer, MovingAverage, rate_per_sample
@@ -331,18 +331,20 @@ class KernelStatistics:
         :data:`~pina_ntk.core.gradient_band.GRADIENT_ALPHA` per step.
 
         Under data parallelism each rank differentiates its own share of
-        the points; the ranks' squared norms are averaged, so every rank
-        forms the same factors.
+        the points, and DDP averages the ranks' gradients: so are these,
+        before their norms are taken, and every rank forms the factors of
+        the global gradient (those of one process on all the points).
 
         :param losses: The condition losses with their graph, in the order
             of :meth:`check_names`.
         :type losses: list[torch.Tensor]
         :param dict params: ``{name: parameter}`` of the kernel.
         """
-        local = condition_gradient_sq_norms(losses, list(params.values()))
-        # one all-reduce: the squared norms and the number of ranks
-        total = self.global_sum(torch.cat([local, local.new_ones(1)]))
-        squared = total[:-1] / total[-1]
+        local = condition_gradients(losses, list(params.values()))
+        # one all-reduce: the gradients and the number of ranks
+        ones = local.new_ones(local.shape[0], 1)
+        total = self.global_sum(torch.cat([local, ones], dim=1))
+        squared = (total[:, :-1] / total[:, -1:]).pow(2).sum(1)
         if self._gradients is None:
             rate = rate_per_sample(
                 GRADIENT_ALPHA, self.weighting.refresh_every_n_steps

@@ -7,7 +7,7 @@ import torch
 
 from pina_ntk.core.gradient_band import (
     check_band,
-    condition_gradient_sq_norms,
+    condition_gradients,
     gradient_band_factors,
 )
 
@@ -49,9 +49,15 @@ def test_wide_band_gives_the_self_adaptive_ratios():
     self_adaptive = norms.sum() / norms
     ratio = banded / self_adaptive
     torch.testing.assert_close(ratio, ratio[0].expand(4))
-    # and the geometric mean of the factors is one
-    factors = banded / weights
-    assert factors.log().mean().item() == pytest.approx(0.0, abs=1e-12)
+    # and the common factor is the one that equalises the weighted gradient
+    # norms at their geometric mean: w'_c ||g_c|| = (prod_d w_d ||g_d||)^(1/4)
+    # (the ratio check above holds for any common factor, so it would not
+    # see a mean taken over the wrong quantity)
+    products = [w * n for w, n in zip(weights.tolist(), norms.tolist())]
+    geometric = math.prod(products) ** (1 / len(products))
+    torch.testing.assert_close(
+        banded * norms, torch.full((4,), geometric, dtype=torch.float64)
+    )
 
 
 def test_zero_and_non_finite_gradients_keep_the_ntk_weight():
@@ -66,29 +72,45 @@ def test_zero_and_non_finite_gradients_keep_the_ntk_weight():
     assert torch.equal(factors, torch.ones(4))
 
 
+def test_one_usable_gradient_is_its_own_mean():
+    # one usable condition (u_0 = log(2 * 4)) next to a zero gradient: the
+    # mean is over that one condition, so both factors are 1; a mean that
+    # divided by two (or counted the zero gradient) would give the first
+    # factor 8^(-1/2), inside the band
+    factors = gradient_band_factors(
+        torch.tensor([2.0, 3.0]), torch.tensor([16.0, 0.0]), 10.0
+    )
+    torch.testing.assert_close(factors, torch.ones(2))
+
+
 def test_factors_stay_in_the_band_for_extreme_gradients():
     weights = torch.tensor([1e-6, 1.0, 1e6])
     squared = torch.tensor([1e-38, 1.0, 1e38])
     factors = gradient_band_factors(weights, squared, 4.0)
-    assert torch.isfinite(factors).all()
-    assert (factors >= 0.25 * (1 - 1e-6)).all()
-    assert (factors <= 4.0 * (1 + 1e-6)).all()
+    # by hand: u = log(w) + log(||g||) = (-6 - 19, 0, 6 + 19) log(10), mean
+    # 0, so phi = exp(clamp(-u, -log 4, log 4)) = (4, 1, 1/4): the extremes
+    # meet the band's edges exactly and the middle condition is untouched
+    torch.testing.assert_close(factors, torch.tensor([4.0, 1.0, 0.25]))
 
 
-def test_gradient_norms_by_hand():
+def test_gradients_by_hand():
     theta = torch.tensor([1.0, 2.0], requires_grad=True)
     other = torch.tensor([3.0], requires_grad=True)
-    # L_0 = (theta_0 + 2 theta_1)^2: gradient 2 * 5 * (1, 2), ||.||^2 = 500
-    # L_1 = other^2 theta_0: gradient (9, 0; 6), ||.||^2 = 117
-    # L_2 = 0 * theta_0: gradient zero
+    # L_0 = (theta_0 + 2 theta_1)^2: gradient 2 * 5 * (1, 2; 0)
+    # L_1 = other^2 theta_0: gradient (9, 0; 6)
+    # L_2 = 0 * theta_0: gradient zero; L_3 does not use theta at all
     losses = [
         (theta[0] + 2 * theta[1]) ** 2,
         other[0] ** 2 * theta[0],
         0.0 * theta[0],
+        other[0] * 2.0,
     ]
-    squared = condition_gradient_sq_norms(losses, [theta, other])
-    torch.testing.assert_close(squared, torch.tensor([500.0, 117.0, 0.0]))
-    assert not squared.requires_grad
+    gradients = condition_gradients(losses, [theta, other])
+    expected = torch.tensor(
+        [[10.0, 20.0, 0.0], [9.0, 0.0, 6.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]
+    )
+    torch.testing.assert_close(gradients, expected)
+    assert not gradients.requires_grad
     # the graph is kept for the training step's backward
     sum(losses).backward()
     assert theta.grad is not None

@@ -52,6 +52,8 @@ def main(out_dir, devices, weighting):
     torch.set_num_threads(1)
     if weighting == "exact":
         weighting = NTKWeighting()
+    elif weighting == "exact-band":
+        weighting = NTKWeighting(gradient_band=100.0)  # wide: no factor clamped
     elif weighting == "exact-rayleigh":
         weighting = NTKWeighting(statistic="rayleigh")
     elif weighting == "sketch-boundary":

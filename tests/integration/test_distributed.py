@@ -33,6 +33,7 @@ def run_worker(out_dir, devices, weighting):
     "weighting",
     [
         "exact",
+        "exact-band",
         "exact-rayleigh",
         "sketch",
         "sketch-boundary",
@@ -55,10 +56,12 @@ def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
         steps = ranks[0]["weights"]
         assert steps[2] == steps[1] and steps[4] == steps[3]
         assert steps[1] != steps[0] and steps[3] != steps[2]
-    if weighting == "exact":
+    if weighting in ("exact", "exact-band"):
         single = run_worker(tmp_path / "single", 1, weighting)[0]
         assert all(count == 20 for count in single["points"].values())
-        # all-reduced traces of the two halves = traces of the union
+        # all-reduced traces of the two halves = traces of the union; with
+        # the band, the ranks' averaged loss gradients = the union's (the
+        # mean of the ranks' squared norms would not be)
         for step_ddp, step_single in zip(
             ranks[0]["weights"], single["weights"]
         ):
