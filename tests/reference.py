@@ -2,7 +2,8 @@
 
 The full Jacobian is assembled row by row with plain autograd on the
 solver's own parameters (no functional call, no pina_ntk estimator), and
-the kernel ``K = J J^T`` is formed in float64 with NumPy.
+the kernel ``K = J J^T`` is formed in float64 with NumPy. One sketch sample
+is recomputed from its probe (or parameter direction) with that kernel.
 """
 
 import numpy as np
@@ -18,32 +19,37 @@ def jacobian_blocks(solver):
     :return: ``{condition: (n_c, p) float64 array}``.
     """
     params = [p for p in solver.parameters() if p.requires_grad]
-    blocks = {}
-    for name, evaluate, batch in condition_calls(solver):
-        residual = torch.Tensor.as_subclass(
-            evaluate(batch, solver), torch.Tensor
+    return {
+        name: jacobian_rows(evaluate(batch, solver), params)
+        for name, evaluate, batch in condition_calls(solver)
+    }
+
+
+def jacobian_rows(residual, params):
+    """
+    The rows ``grad_theta R_i`` of one residual, in its entries' order: one
+    ``torch.autograd.grad`` per entry (the graph is retained).
+
+    :return: ``(numel, p)`` float64 array, parameters in ``params`` order.
+    """
+    flat = torch.Tensor.as_subclass(residual, torch.Tensor).reshape(-1)
+    rows = []
+    for i in range(flat.numel()):
+        grads = torch.autograd.grad(
+            flat[i], params, retain_graph=True, allow_unused=True
         )
-        flat = residual.reshape(-1)
-        rows = []
-        for i in range(flat.numel()):
-            grads = torch.autograd.grad(
-                flat[i], params, retain_graph=True, allow_unused=True
+        rows.append(
+            torch.cat(
+                [
+                    (g if g is not None else torch.zeros_like(p)).reshape(-1)
+                    for g, p in zip(grads, params)
+                ]
             )
-            rows.append(
-                torch.cat(
-                    [
-                        (g if g is not None else torch.zeros_like(p)).reshape(
-                            -1
-                        )
-                        for g, p in zip(grads, params)
-                    ]
-                )
-                .detach()
-                .double()
-                .numpy()
-            )
-        blocks[name] = np.stack(rows)
-    return blocks
+            .detach()
+            .double()
+            .numpy()
+        )
+    return np.stack(rows)
 
 
 def kernel(blocks):
@@ -80,3 +86,41 @@ def hutchinson_variances(K, slices, probe, scales=None):
         else:
             out[name] = 2.0 * (frob - float((np.diag(sym) ** 2).sum()))
     return out
+
+
+def predictor_sample(blocks, probe, scales=None):
+    """
+    One predictor sketch given its probe ``v`` (blocks ``v_c = s_c g_c``):
+    ``v_c . (K v)_c / s_c^2`` per block, with ``K = J J^T`` in float64.
+
+    :param blocks: Jacobian rows per block, in the probe's entry order.
+    :param probe: The probe blocks (tensors).
+    :param scales: ``s_c`` per block, or ``None`` (all ``1``).
+    :return: ``(C,)`` float64 array.
+    """
+    jac = np.concatenate(list(blocks))
+    v = np.concatenate(
+        [
+            torch.Tensor.as_subclass(g, torch.Tensor)
+            .detach()
+            .double()
+            .numpy()
+            .reshape(-1)
+            for g in probe
+        ]
+    )
+    kv = jac @ (jac.T @ v)
+    out, start = [], 0
+    for c, rows in enumerate(blocks):
+        sl = slice(start, start + len(rows))
+        s = 1.0 if scales is None else float(scales[c])
+        out.append(float(v[sl] @ kv[sl]) / s**2)
+        start += len(rows)
+    return np.array(out)
+
+
+def parameter_sample(blocks, z):
+    """One parameter-space sketch given its direction ``z``: ``||J_c z||^2``
+    per block (independent of the order of a block's rows)."""
+    z = z.detach().double().numpy()
+    return np.array([float(((rows @ z) ** 2).sum()) for rows in blocks])

@@ -4,6 +4,7 @@ import math
 import warnings
 
 import lightning
+import numpy as np
 import pytest
 import torch
 from pina import Condition, LabelTensor
@@ -14,6 +15,10 @@ from pina.problem import InverseProblem, SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
+from pina_ntk.core.estimators import flatten_parameters, parameter_probe
+from pina_ntk.integration.diagnostics import condition_calls
+from pina_ntk.integration.pina_adapter import trainable_parameters
+from pina_ntk.integration.recording import replay_residual_fn
 
 from helpers import (
     WeightHistory,
@@ -23,7 +28,12 @@ from helpers import (
     mlp,
     ntk_callback,
 )
-from reference import block_traces, jacobian_blocks
+from reference import (
+    block_traces,
+    jacobian_blocks,
+    parameter_sample,
+    predictor_sample,
+)
 
 SKETCHES = {
     "predictor": lambda: SketchNTKWeighting(
@@ -139,14 +149,58 @@ def test_nan_residuals_do_not_corrupt_weights_and_training_continues():
 
 
 @pytest.mark.parametrize("name", list(SKETCHES))
-def test_exactly_zero_residual_entries(name):
+def test_exactly_zero_residual_entries(float64, name):
     solver = make_solver("poisson", weighting=SKETCHES[name]())
     last = solver.model.model[-1]
     with torch.no_grad():  # u == 0: the boundary residual is exactly zero
         last.weight.zero_()
         last.bias.zero_()
-    trainer = make_trainer(solver, steps=1)
-    trainer.train()
+    make_trainer(solver, steps=1, ntk=False)  # the conditions get points
+    calls = condition_calls(solver)
+    names = [n for n, _, _ in calls]
+    residual_fn = replay_residual_fn(solver, calls, names)
+    params = trainable_parameters(solver)
+    residuals = residual_fn(params)
+    assert not residuals[names.index("boundary")].any()
+    assert residuals[names.index("D")].any()
+    blocks = list(jacobian_blocks(solver).values())
+    # zero residual entries with nonzero rows of J: a kernel to sketch
+    assert blocks[names.index("boundary")].any()
+    # One sample given its probe (predictor; scales as a balanced probe's)
+    # or its direction z (parameter): recomputed with the brute-force
+    # kernel. A direction formed through diag(R)^+ would be NaN here.
+    weighting = solver.weighting
+    weighting.set_conditions(names, solver.problem)
+    generator = torch.Generator().manual_seed(0)
+    for scales in (None, torch.tensor([0.5, 3.0])):
+        if name == "parameter" and scales is not None:
+            continue  # no probe over the residual to scale
+        prepared = weighting.prepare_sample(
+            params, residuals, generator, scales
+        )
+        state = generator.get_state()
+        got, _ = weighting.complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        if name == "predictor":
+            expected = predictor_sample(blocks, prepared["probe"], scales)
+        else:  # z ~ N(0, I_p), the next draw of the generator
+            z = parameter_probe(
+                flatten_parameters(params.values()),
+                torch.Generator().set_state(state),
+            )
+            expected = parameter_sample(blocks, z)
+        # float64 forward differences at the automatic step: errors near
+        # sqrt(eps) ~ 1.5e-8 of the sample's largest block (the boundary
+        # block's cross terms with the interior), hence the absolute part
+        np.testing.assert_allclose(
+            got.numpy(), expected, rtol=1e-6, atol=1e-6 * abs(expected).max()
+        )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        trainer = make_trainer(solver, steps=1)
+        trainer.train()
+    assert not ntk_warnings(record)  # usable estimates, not the fallback
     weights = ntk_callback(trainer).statistics.weights
     assert all(math.isfinite(w) and w > 0 for w in weights.values())
 

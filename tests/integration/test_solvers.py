@@ -5,6 +5,7 @@ slices in the kernel."""
 import math
 
 import pytest
+import torch
 from pina.solver import (
     CausalPhysicsInformedSingleModelSolver,
     GradientPhysicsInformedSingleModelSolver,
@@ -12,10 +13,22 @@ from pina.solver import (
     RBAPhysicsInformedSingleModelSolver,
 )
 
-from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
+from pina_ntk import (
+    NTKCallback,
+    NTKWeighting,
+    SketchNTKWeighting,
+    ntk_traces,
+)
 from pina_ntk.integration.recording import ResidualRecorder
 
-from helpers import make_problem, make_trainer, mlp, ntk_callback
+from helpers import (
+    WeightHistory,
+    make_problem,
+    make_trainer,
+    mlp,
+    ntk_callback,
+)
+from reference import block_traces, jacobian_blocks
 
 
 @pytest.mark.parametrize(
@@ -50,6 +63,48 @@ def test_physics_informed_solver_variants(solver_cls, kind, every):
     assert ntk_callback(trainer).statistics.refreshes == (
         3 if every == 1 else 2
     )
+
+
+@pytest.mark.parametrize(
+    "solver_cls",
+    [
+        GradientPhysicsInformedSingleModelSolver,
+        RBAPhysicsInformedSingleModelSolver,
+    ],
+)
+def test_gradient_enhanced_and_rba_kernels_are_the_condition_residuals(
+    solver_cls,
+):
+    # The kernel is that of the residual R_c each condition's evaluate
+    # returns (what pina-ntk records), taken at theta_0; the gradient
+    # penalty of the gradient-enhanced solver and the attention factors of
+    # the RBA solver act on the loss after it and are not part of it.
+    problem = make_problem("poisson")
+    torch.manual_seed(0)
+    solver = solver_cls(
+        problem, mlp(2, 1), weighting=NTKWeighting(safeguard=None)
+    )
+    make_trainer(solver, steps=1, ntk=False)  # the conditions get points
+    blocks = jacobian_blocks(solver)  # brute force at theta_0
+    traces = block_traces(blocks)
+    sizes = {name: len(rows) for name, rows in blocks.items()}
+    # w_c = mean diag(K) / mean diag(K_cc) (mean reduction)
+    mean_diag = sum(traces.values()) / sum(sizes.values())
+    expected = {c: mean_diag / (traces[c] / sizes[c]) for c in traces}
+    history = WeightHistory()
+    trainer = make_trainer(solver, steps=1, callbacks=[history])
+    trainer.train()
+    used = ntk_callback(trainer).statistics.traces
+    # float32 traces against float64 sums of the same float32 gradients
+    for name, value in traces.items():
+        assert used[name] == pytest.approx(value, rel=1e-5)
+        assert history.weights[0][name] == pytest.approx(
+            expected[name], rel=1e-5
+        )
+    # outside training: the same kernel at the parameters reached
+    after = block_traces(jacobian_blocks(solver))
+    for name, value in ntk_traces(solver).items():
+        assert float(value) == pytest.approx(after[name], rel=1e-5)
 
 
 def test_causal_solver_kernel_covers_every_time_slice():

@@ -15,6 +15,29 @@ def read_metrics(folder):
     return json.loads((folder / "metrics.json").read_text())
 
 
+def table_rows(out):
+    """``{label: [cells]}`` of the Markdown table the command prints."""
+    rows = {}
+    for line in out.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("| ") and not cells[0].startswith("---"):
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def assert_mean_reduction_identity(weights, points):
+    """
+    ``sum_c n_c / w_c = sum_c n_c`` for weights ``w_c = mean diag(K) /
+    mean diag(K_cc)``, whatever the kernel: ``n_c / w_c = Tr(K_cc) /
+    mean diag(K)``, which sums to ``n``. Here every condition has as many
+    residual entries per point, so the points stand for ``n_c``.
+    """
+    assert set(weights) == set(points)
+    total = sum(points[c] / weights[c] for c in points)
+    # float32 weights: rounding near 1e-7 per term
+    assert total == pytest.approx(sum(points.values()), rel=1e-5)
+
+
 def test_wave_quick_run_writes_figures_and_metrics(tmp_path, capsys):
     out = tmp_path / "wave"
     status = main(
@@ -45,21 +68,39 @@ def test_wave_quick_run_writes_figures_and_metrics(tmp_path, capsys):
             math.isfinite(result["relative_l2"]) and result["wall_time_s"] > 0
         )
     assert metrics["results"]["none"]["final_weights"] == {}
-    assert set(metrics["results"]["sketch"]["final_weights"]) == set(
-        WaveProblem.PAPER_POINTS
+    assert set(settings["points"]) == set(WaveProblem.PAPER_POINTS)
+    # the sketch's weights are NTK weights of the mean reduction (a
+    # time-dependent problem: no gradient band), on the points asked for
+    assert_mean_reduction_identity(
+        metrics["results"]["sketch"]["final_weights"], settings["points"]
     )
     captured = capsys.readouterr()
     # the settings first, each weighting as the call that builds it
     head = captured.out.splitlines()[:8]
     assert head[0].startswith("pina-ntk wave settings")
     assert any("SketchNTKWeighting(" in line for line in head)
-    assert "sketch-NTK PINN" in captured.out  # the printed table
+    points = ", ".join(f"{c}={n}" for c, n in settings["points"].items())
+    assert any(
+        line.split()[:1] == ["points"] and points in line for line in head
+    )
+    # the printed table holds the numbers of metrics.json, row by row
+    rows = table_rows(captured.out)
+    labels = {"vanilla PINN": "none", "sketch-NTK PINN": "sketch"}
+    assert set(rows) == {"PINN", *labels}  # the header and one row each
+    for label, name in labels.items():
+        result = metrics["results"][name]
+        assert rows[label] == [
+            f"{result['relative_l2']:.3e}",
+            f"{result['wall_time_s']:.1f}",
+        ]
     steps = settings["steps"]
     assert f"{steps}/{steps}" in captured.err  # the progress bar
 
 
-def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch):
+def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch, capsys):
     pytest.importorskip("skfem")
+    import numpy as np
+
     monkeypatch.setenv("PINA_NTK_CACHE", str(tmp_path / "cache"))
     out = tmp_path / "qtensor"
     status = main(
@@ -84,9 +125,32 @@ def test_qtensor_quick_run_compares_with_the_fem(tmp_path, monkeypatch):
         errors = result["relative_l2_vs_fem"]
         assert set(errors) == {"0.5", "2.0"}
         assert all(math.isfinite(e) and e > 0 for e in errors.values())
-    weights = metrics["results"]["sketch"]["final_weights"]
-    assert set(weights) == set(QTensorProblem.PAPER_POINTS)
-    assert list((tmp_path / "cache").glob("qtensor_fem_*.npz"))
+    settings = metrics["settings"]
+    assert set(settings["points"]) == set(QTensorProblem.PAPER_POINTS)
+    # two outputs: two residual entries per point in every condition
+    assert_mean_reduction_identity(
+        metrics["results"]["sketch"]["final_weights"], settings["points"]
+    )
+    # the printed table holds the numbers of metrics.json, row by row
+    rows = table_rows(capsys.readouterr().out)
+    labels = {"PINN": "none", "NTK-PINN": "sketch"}
+    assert set(rows) == {"model", "FEM (reference)", *labels}
+    for label, name in labels.items():
+        result = metrics["results"][name]
+        errors = result["relative_l2_vs_fem"]
+        assert rows[label] == [
+            f"{errors['0.5']:.3e}",
+            f"{errors['2.0']:.3e}",
+            f"{result['wall_time_s']:.1f}",
+        ]
+    assert rows["FEM (reference)"][-1] == f"{metrics['fem_wall_time_s']:.1f}"
+    # the cached FEM solution is the one asked for: P2 on 8 x 8 cells of
+    # the square, (2 * 8 + 1)^2 nodes, a step of 0.05 up to T = 2
+    [cached] = (tmp_path / "cache").glob("qtensor_fem_*.npz")
+    fem = np.load(cached)
+    assert (settings["fem_degree"], settings["fem_time_step"]) == (2, 0.05)
+    assert np.allclose(fem["step_times"], 0.05 * np.arange(41))
+    assert fem["values"].shape == (len(fem["times"]), 2, (2 * 8 + 1) ** 2)
 
 
 @pytest.mark.parametrize(

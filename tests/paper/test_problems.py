@@ -1,10 +1,12 @@
 """The paper's problems and the resampling callback."""
 
+import copy
 import logging
 import math
 import warnings
 
 import lightning
+import numpy as np
 import pytest
 import torch
 from pina import LabelTensor
@@ -19,6 +21,8 @@ from pina_ntk.integration.resampling import (
     ResampleCallback,
     discretise_conditions,
 )
+
+from reference import jacobian_rows, predictor_sample
 
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=".*val_dataloader.*")
@@ -286,17 +290,72 @@ def test_resampling_with_default_counts_keeps_discretisation_sizes():
         assert not torch.equal(first[name][0], second[name][0])
 
 
-def test_resampling_works_with_sketched_ntk_weights():
+class _KeptSamples(SketchNTKWeighting):
+    """The sketch, keeping each sample's probe, scales and estimate."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.samples = []
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        self.samples.append(
+            (prepared["probe"], prepared["scales"], traces.clone())
+        )
+        return traces, kernel
+
+
+def test_resampling_works_with_sketched_ntk_weights(float64):
     lightning.seed_everything(6, verbose=False)
     problem = WaveProblem()
     discretise_conditions(problem, {name: 5 for name in problem.conditions})
-    ntk = NTKCallback()
-    solver = small_solver(problem, SketchNTKWeighting(warmup_samples=4))
-    make_trainer(solver, 3, [ResampleCallback(counts={"pde": 12}), ntk]).train()
-    assert set(ntk.statistics.weights) == set(problem.conditions)
-    assert all(
-        math.isfinite(w) and w > 0 for w in ntk.statistics.weights.values()
-    )
+    ntk, recorder = NTKCallback(), _Inputs()
+    weighting = _KeptSamples(warmup_samples=8)
+    solver = small_solver(problem, weighting)
+    theta_0 = copy.deepcopy(solver.model.state_dict())
+    callbacks = [ResampleCallback(counts={"pde": 12}), recorder, ntk]
+    make_trainer(solver, 1, callbacks).train()
+    [step] = recorder.inputs
+    assert len(step["pde"][0]) == 12  # the fresh points, not the 5
+    # Brute-force Jacobian at theta_0 on the step's points, rows in the
+    # batch's order (the order of the probe's entries).
+    solver.model.load_state_dict(theta_0)
+    params = [p for p in solver.parameters() if p.requires_grad]
+    names = ntk.statistics.names
+    blocks = []
+    for name in names:
+        values, labels = step[name]
+        points = LabelTensor(values, labels).requires_grad_(True)
+        condition = problem.conditions[name]
+        blocks.append(
+            jacobian_rows(condition.evaluate({"input": points}, solver), params)
+        )
+    # the warm start, then the step's deferred sample (all at theta_0)
+    assert len(weighting.samples) == 9
+    expected = []
+    for probe, scales, got in weighting.samples:
+        expected.append(predictor_sample(blocks, probe, scales))
+        # float64 forward differences: errors near sqrt(eps) ~ 1.5e-8 of the
+        # sample's largest block, which the cross terms carry into each
+        np.testing.assert_allclose(
+            got.numpy(),
+            expected[-1],
+            rtol=1e-6,
+            atol=1e-6 * abs(expected[-1]).max(),
+        )
+    # the weights of step 0, w_c = mean diag(K) / mean diag(K_cc), from the
+    # mean of the warm start (a time-dependent problem: no gradient band)
+    traces = np.mean(expected[:8], axis=0)
+    # usable estimates (else the weights stay at one): so with this seed
+    # and eight samples (four leave a negative mean for one condition)
+    assert (traces > 0).all()
+    sizes = np.array([len(rows) for rows in blocks])
+    weights = traces.sum() / sizes.sum() / (traces / sizes)
+    got = [ntk.statistics.weights[name] for name in names]
+    # the traces' differencing errors (~1e-8 relative) pass to the weights
+    np.testing.assert_allclose(got, weights, rtol=1e-6)
 
 
 def test_full_kernel_refuses_resampled_points():
