@@ -117,7 +117,12 @@ class SpacedUpdateSafeguard:
         """
         cost = weight_change_cost(proposed, current, residual_sq_norm)
         accept = self.total + cost <= self.h(t)
-        self.total = self.total + torch.where(accept, cost, 0.0 * cost)
+        # zeros, not 0 * cost: a rejected infinite cost (an overflowed
+        # residual) would add 0 * inf = NaN, and a NaN sum rejects every
+        # later proposal
+        self.total = self.total + torch.where(
+            accept, cost, torch.zeros_like(cost)
+        )
         self.accepted = self.accepted + accept.to(torch.long)
         self.rejected = self.rejected + (~accept).to(torch.long)
         return accept, cost

@@ -116,9 +116,29 @@ def test_gradients_by_hand():
     assert theta.grad is not None
 
 
+def test_gradients_take_the_first_parameters_dtype_and_device():
+    # documented: the rows are in the dtype of the first parameter, whatever
+    # the others' dtypes; the zeros of an unused parameter are created on the
+    # parameters' device ("meta" stands in for an accelerator)
+    first = torch.tensor([1.0, 2.0], requires_grad=True)
+    second = torch.tensor([3.0], dtype=torch.float64, requires_grad=True)
+    losses = [(first**2).sum() + second[0], 3.0 * second[0]]
+    gradients = condition_gradients(losses, [first, second])
+    assert gradients.dtype == torch.float32
+    expected = torch.tensor([[2.0, 4.0, 1.0], [0.0, 0.0, 3.0]])
+    torch.testing.assert_close(gradients, expected)
+    first = torch.ones(2, device="meta", requires_grad=True)
+    second = torch.ones(1, device="meta", requires_grad=True)
+    gradients = condition_gradients(
+        [(first**2).sum(), 2.0 * second.sum()], [first, second]
+    )
+    assert gradients.device.type == "meta" and gradients.shape == (2, 3)
+
+
 @pytest.mark.parametrize("band", [0.5, 0, -2.0, math.inf, "2", True])
 def test_band_argument(band):
-    with pytest.raises(ValueError, match="gradient_band"):
+    # the message names the argument first, whichever check refuses it
+    with pytest.raises(ValueError, match="^gradient_band must be"):
         check_band(band)
 
 

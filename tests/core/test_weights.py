@@ -32,9 +32,56 @@ def test_scaling_all_residuals_leaves_weights_unchanged():
         assert torch.allclose(scaled, ntk_weights(traces, sizes), rtol=1e-5)
 
 
-def test_unknown_reduction_is_rejected():
-    with pytest.raises(ValueError, match="reduction"):
-        ntk_weights(torch.ones(2), torch.ones(2), reduction="none")
+@pytest.mark.parametrize("function", [ntk_weights, entry_weights])
+def test_unknown_reduction_is_rejected(function):
+    with pytest.raises(
+        ValueError, match=r"^reduction must be one of \('mean', 'sum'\)"
+    ):
+        function(torch.ones(2), torch.ones(2), reduction="none")
+
+
+def test_entry_weights_default_to_the_mean_reduction():
+    # with "mean" the reduced loss of c is (1/n_c) sum R_i^2: w_c / n_c
+    weights = torch.tensor([2.0, 3.0, 0.5])
+    sizes = torch.tensor([4, 1, 5])
+    assert torch.equal(
+        entry_weights(weights, sizes), torch.tensor([0.5, 3.0, 0.1])
+    )
+    assert torch.equal(entry_weights(weights, sizes, "sum"), weights)
+
+
+def test_weights_keep_the_dtype_of_the_traces():
+    # entry counts may come as float64 or int64 tensors; the weights follow
+    # the traces (and the previous weights are cast to them)
+    traces = torch.tensor([4.0, 1.0, 0.0])
+    for sizes in (
+        torch.tensor([2.0, 1.0, 3.0], dtype=torch.float64),
+        torch.tensor([2, 1, 3]),
+    ):
+        assert ntk_weights(traces, sizes).dtype == torch.float32
+        weights, ok = guarded_weights(
+            traces, sizes, torch.ones(3, dtype=torch.float64)
+        )
+        assert ok and weights.dtype == torch.float32
+        weights, ok = guarded_weights(
+            torch.zeros(3), sizes, torch.ones(3, dtype=torch.float64)
+        )
+        assert not ok and weights.dtype == torch.float32
+        for reduction in ("mean", "sum"):
+            per_entry = entry_weights(weights, sizes, reduction)
+            assert per_entry.dtype == torch.float32
+
+
+def test_no_nan_reaches_the_gradient_of_the_traces():
+    # zero and unusable traces are replaced before the division, so that the
+    # unselected branch of torch.where cannot put 0 * inf = NaN into the
+    # gradient (the traces may carry a graph)
+    sizes = torch.tensor([2.0, 3.0, 1.0])
+    for values in ([4.0, 0.0, 1.0], [4.0, float("nan"), 1.0], [0.0] * 3):
+        traces = torch.tensor(values, requires_grad=True)
+        weights, _ = guarded_weights(traces, sizes, torch.ones(3))
+        weights.sum().backward()
+        assert torch.isfinite(traces.grad).all(), values
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0], ids=str)
