@@ -119,6 +119,121 @@ def test_residual_directions_are_unit_and_mark_zero_blocks(float64):
     assert float(torch.linalg.vector_norm(directions[1])) == pytest.approx(1)
 
 
+@pytest.mark.parametrize("rayleigh", [True, False])
+def test_residual_directions_of_small_large_and_zero_blocks(float64, rayleigh):
+    # norms 0.5, 5 and 0: a norm below one is still a direction (not the
+    # fallback, not left unnormalised); only a nonzero Rayleigh block is
+    # taken along its direction, a trace block never
+    blocks = [
+        torch.tensor([0.3, 0.4]),
+        torch.tensor([3.0, 4.0]),
+        torch.zeros(3),
+    ]
+    generator = torch.Generator().manual_seed(0)
+    directions, along = residual_directions(blocks, generator, (rayleigh,) * 3)
+    torch.testing.assert_close(directions[0], torch.tensor([0.6, 0.8]))
+    torch.testing.assert_close(directions[1], torch.tensor([0.6, 0.8]))
+    assert float(directions[2].norm()) == pytest.approx(1.0, rel=1e-12)
+    assert along.tolist() == [rayleigh, rayleigh, False]
+
+
+def test_residual_probe_of_one_block_is_its_signed_scaled_direction(float64):
+    # one condition (a single block) is a valid problem: the probe is
+    # xi s u with xi = ±1, here u = (0.6, 0.8) and s = 2.5
+    generator = torch.Generator().manual_seed(0)
+    block = torch.tensor([0.3, 0.4])
+    for scales in (None, torch.tensor([2.5])):
+        (probe,) = residual_probe([block], generator, scales)
+        scale = 1.0 if scales is None else 2.5
+        sign = float(probe[0]) / (0.6 * scale)
+        assert sign == pytest.approx(1.0) or sign == pytest.approx(-1.0)
+        torch.testing.assert_close(
+            probe, sign * scale * torch.tensor([0.6, 0.8])
+        )
+
+
+def test_seeded_probes_are_reproducible_and_leave_the_global_rng_alone(
+    float64,
+):
+    # every random draw (signs, the direction of a zero block, the trace
+    # block's Gaussian entries) comes from the generator passed in: the same
+    # seed gives the same probes whatever the global generator's state, and
+    # that state is not advanced. The default trace probe is Gaussian.
+    blocks = [torch.tensor([0.3, 0.4]), torch.zeros(3)]
+
+    def draw(global_seed):
+        torch.manual_seed(global_seed)
+        state = torch.get_rng_state()
+        generator = torch.Generator().manual_seed(7)
+        drawn = []
+        for _ in range(8):
+            drawn += residual_directions(blocks, generator)[0]
+            drawn += residual_probe(blocks, generator)
+            drawn += mixed_probe(blocks, MIXED, generator=generator)
+        assert torch.equal(torch.get_rng_state(), state)
+        return drawn
+
+    for first, second in zip(draw(1), draw(2)):
+        assert torch.equal(first, second)
+    generator = torch.Generator().manual_seed(3)
+    default = mixed_probe(blocks, MIXED, generator=generator)
+    generator = torch.Generator().manual_seed(3)
+    gaussian = mixed_probe(blocks, MIXED, "gaussian", generator)
+    for found, expected in zip(default, gaussian):
+        assert torch.equal(found, expected)
+
+
+def test_a_zero_blocks_direction_is_a_normalised_draw_of_its_dtype():
+    # float64 residuals under a float32 default dtype: the fallback is the
+    # generator's float64 Gaussian, normalised. A float32 draw would agree
+    # only to about 1e-8, hence the tight tolerance.
+    block = torch.zeros(4, dtype=torch.float64)
+    directions, _ = residual_directions(
+        [block], torch.Generator().manual_seed(5)
+    )
+    expected = torch.randn(
+        4, generator=torch.Generator().manual_seed(5), dtype=torch.float64
+    )
+    expected = expected / expected.norm()
+    assert directions[0].dtype == torch.float64
+    torch.testing.assert_close(directions[0], expected, rtol=1e-14, atol=0)
+
+
+def test_directions_and_probes_follow_the_residuals_device():
+    # the "meta" device stands in for an accelerator. CPU residuals under a
+    # meta default device must give CPU directions, signs and probes (a
+    # tensor made on the default device would not combine with them) ...
+    blocks = [torch.tensor([0.3, 0.4]), torch.zeros(3)]
+    generator = torch.Generator().manual_seed(0)
+    with torch.device("meta"):
+        directions, along = residual_directions(blocks, generator)
+        probe = residual_probe(blocks, generator, torch.ones(2, device="cpu"))
+    for tensor in [*directions, along, *probe]:
+        assert tensor.device.type == "cpu"
+    torch.testing.assert_close(probe[0].abs(), torch.tensor([0.6, 0.8]))
+    # ... and scales given on the CPU are moved to the residuals' device
+    blocks = [torch.ones(2, device="meta"), torch.zeros(3, device="meta")]
+    probe = residual_probe(blocks, None, torch.tensor([2.0, 0.5]))
+    assert [p.device.type for p in probe] == ["meta", "meta"]
+    assert [p.shape for p in probe] == [(2,), (3,)]
+
+
+def test_exact_rayleigh_traces_of_constant_blocks_and_unused_parameters(
+    float64,
+):
+    # block 0 = a * (3, 4) at a = (1, 2): K = diag(9, 16), R = (3, 8), so
+    # 2 R^T K R / |R|^2 = 2 * 1105 / 73; block 1 = b c with c = (1, 2, 2):
+    # K = c c^T, J^T R = b |c|^2 = 9, |R|^2 = 9, so 3 * 81 / 9 = 27; each
+    # ignores the other's parameter. Block 2 depends on no parameter: its
+    # kernel is zero
+    a = torch.tensor([1.0, 2.0], requires_grad=True)
+    b = torch.tensor([1.0], requires_grad=True)
+    blocks = [a * torch.tensor([3.0, 4.0]), b * torch.tensor([1.0, 2.0, 2.0])]
+    blocks.append(torch.ones(2))
+    found = exact_rayleigh_traces(blocks, [a, b])
+    torch.testing.assert_close(found, torch.tensor([2 * 1105 / 73, 27.0, 0.0]))
+
+
 def cross_term_variances(kernel, residual, scales):
     """Exact variance of one predictor sample along the residual: the cross
     terms ``(s_d / s_c) xi_c xi_d u_c^T K_cd u_d`` (``xi = ±1``), each with
@@ -325,15 +440,23 @@ def test_residual_directions_mark_trace_blocks_as_not_along(float64):
     assert along.tolist() == [False, True]
 
 
-@pytest.mark.parametrize("scales", [None, (3.0, 0.5)])
-def test_mixed_predictor_is_unbiased_for_each_blocks_statistic(float64, scales):
+# Unscaled, block 1's sample variance 2 ||K_11||_F^2 + coupling is mostly
+# the trace part, and the count is what resolves its factor 2: with the
+# factor dropped the formula is off by ||K_11||_F^2, 6.3 standard errors of
+# the sample variance at 4000 samples (2.0 at 400), so the check below fails
+# for nine seeds in ten, not by luck. Scaled, the coupling term dominates
+# block 1 and 400 samples check the scaled formulas.
+@pytest.mark.parametrize("scales, count", [(None, 4000), ((3.0, 0.5), 400)])
+def test_mixed_predictor_is_unbiased_for_each_blocks_statistic(
+    float64, scales, count
+):
     fn, params, kernel = linear_problem()
     residuals = fn(params)
     exact = mixed_exact(kernel, residuals)
     scale_tensor = None if scales is None else torch.tensor(scales)
     generator = torch.Generator().manual_seed(0)
     samples, trace_probes = [], []
-    for _ in range(400):
+    for _ in range(count):
         probe = mixed_probe(
             residuals, MIXED, "gaussian", generator, scale_tensor
         )
@@ -351,7 +474,7 @@ def test_mixed_predictor_is_unbiased_for_each_blocks_statistic(float64, scales):
     # the trace block's probe is Gaussian: its entries have E[g^4] = 3 and
     # Var(g^4) = E[g^8] - 9 = 96. A Rademacher probe (the other kind, g^4 =
     # 1) gives the same mean sketch and lowers block 1's variance by
-    # 2 sum_i (K_11)_ii^2, which at this count is under three standard
+    # 2 sum_i (K_11)_ii^2, which at 400 samples is under three standard
     # errors of its sample variance: this is what tells the kinds apart
     entries = torch.cat(trace_probes)
     fourth_moment = float(entries.pow(4).mean())

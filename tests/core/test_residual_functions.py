@@ -1,5 +1,7 @@
 """Residual functions of plain vectors and modules, and the exact kernel."""
 
+import re
+
 import pytest
 import torch
 from torch.func import jacrev
@@ -38,15 +40,37 @@ def test_vector_residual_fn_wraps_tensor_and_list():
 
 
 def test_vector_residual_fn_errors_name_the_problem():
-    with pytest.raises(TypeError, match="fn must be callable"):
+    # each message names what was expected and what was given instead
+    with pytest.raises(TypeError, match="^fn must be callable, got int\\.$"):
         vector_residual_fn(3)
     residual_fn = vector_residual_fn(lambda th: th)
-    with pytest.raises(KeyError, match="theta"):
+    with pytest.raises(
+        KeyError,
+        match=re.escape(
+            "A residual function from vector_residual_fn reads the "
+            "parameter vector params['theta']; got keys ['weights']."
+        ),
+    ):
         residual_fn({"weights": torch.zeros(2)})
-    with pytest.raises(TypeError, match="residual function must return"):
+    returned = re.escape(
+        "A residual function must return a tensor or a non-empty list of "
+        "tensors, got "
+    )
+    with pytest.raises(TypeError, match=f"^{returned}float\\.$"):
         vector_residual_fn(lambda th: 1.0)({"theta": torch.zeros(1)})
-    with pytest.raises(TypeError, match="residual function must return"):
+    with pytest.raises(TypeError, match=f"^{returned}list\\.$"):
         as_blocks([])
+    with pytest.raises(TypeError, match=f"^{returned}list\\.$"):
+        as_blocks([torch.zeros(1), 2.0])
+
+
+def test_module_residual_fn_errors_name_the_problem():
+    with pytest.raises(
+        TypeError, match="^module must be a torch.nn.Module, got function\\.$"
+    ):
+        module_residual_fn(lambda z: z, lambda model: model)
+    with pytest.raises(TypeError, match="^fn must be callable, got str\\.$"):
+        module_residual_fn(torch.nn.Linear(1, 1), "forward")
 
 
 def test_exact_kernel_matches_jacrev_over_blocks():
@@ -59,6 +83,44 @@ def test_exact_kernel_matches_jacrev_over_blocks():
     kernel = exact_kernel(vector_residual_fn(smooth_blocks), {"theta": theta})
     torch.testing.assert_close(kernel, jacobian @ jacobian.T)
     assert not theta.requires_grad  # the caller's tensor is untouched
+
+
+def test_residual_jacobian_takes_a_list_of_parameters():
+    # R = (a_0 b, a_1^2) at a = (1, 2), b = (3): rows (3, 0, 1), (0, 4, 0)
+    a = torch.tensor([1.0, 2.0], dtype=DTYPE, requires_grad=True)
+    b = torch.tensor([3.0], dtype=DTYPE, requires_grad=True)
+    jacobian = residual_jacobian([a[:1] * b, a[1:] ** 2], [a, b])
+    expected = torch.tensor([[3.0, 0.0, 1.0], [0.0, 4.0, 0.0]], dtype=DTYPE)
+    torch.testing.assert_close(jacobian, expected)
+
+
+class ScaledLinear(torch.nn.Module):
+    """``scale * (w x + b)``: a forward pass with a keyword argument."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(1, 1)
+
+    def forward(self, x, scale=1.0):
+        return scale * self.linear(x)
+
+
+def test_module_residual_fn_passes_keywords_and_a_subset_of_parameters():
+    # the keyword reaches forward, and parameters left out of params (the
+    # bias) are the module's own: R = 2 (w' x + b) - y, and the kernel with
+    # respect to the weight alone is (2 x)(2 x)^T
+    torch.manual_seed(0)
+    net = ScaledLinear().to(DTYPE)
+    x = torch.linspace(0.0, 1.0, 5, dtype=DTYPE)[:, None]
+    y = torch.cos(x)
+    residual_fn = module_residual_fn(net, lambda model: model(x, scale=2.0) - y)
+    weight = torch.tensor([[0.7]], dtype=DTYPE)
+    params = {"linear.weight": weight}
+    bias = net.linear.bias.detach()
+    expected = 2.0 * (0.7 * x + bias) - y
+    torch.testing.assert_close(residual_fn(params)[0], expected)
+    kernel = exact_kernel(residual_fn, params)
+    torch.testing.assert_close(kernel, 4.0 * x @ x.T)
 
 
 def test_residual_jacobian_unused_parameter_gives_zero_columns():
@@ -82,8 +144,6 @@ def test_module_residual_fn_uses_passed_parameters():
     # u = w x + b: grad_theta u_i = (x_i, 1), so K = x x^T + 1 for any theta
     kernel = exact_kernel(residual_fn, dict(net.named_parameters()))
     torch.testing.assert_close(kernel, x @ x.T + 1.0)
-    with pytest.raises(TypeError, match="torch.nn.Module"):
-        module_residual_fn(lambda z: z, lambda model: model)
 
 
 def test_estimators_accept_a_vector_residual_function():
