@@ -16,6 +16,8 @@ from pina_ntk.core.estimators import (
     exact_block_traces,
     flatten_parameters,
     kernel_probe_product,
+    parameter_probe,
+    parameter_space_block_traces,
     predictor_block_traces,
     sample_probe,
     sketch_variances,
@@ -93,6 +95,14 @@ def test_balanced_probe_scales_are_square_roots_of_the_weights():
     assert torch.equal(
         balanced_probe_scales(torch.tensor([-1.0, 0.0]), torch.tensor([1, 1])),
         torch.ones(2),
+    )
+    # small positive traces are as usable as any: mean diagonal 0.13, so
+    # weights 0.13 / 0.25 = 0.52 and 0.13 / 0.01 = 13
+    small = balanced_probe_scales(
+        torch.tensor([0.25, 0.01], dtype=torch.float64), torch.tensor([1, 1])
+    )
+    assert small.tolist() == pytest.approx(
+        [math.sqrt(0.52), math.sqrt(13.0)], rel=1e-12
     )
 
 
@@ -207,3 +217,232 @@ def test_displacement_keeps_each_parameters_shape_and_dtype():
 def test_probe_kind():
     with pytest.raises(ValueError, match="probe"):
         sample_probe([torch.zeros(2)], kind="sobol")
+
+
+def _two_layer_blocks(w, b, x):
+    """A nonlinear residual with a block of 5 entries, one without any
+    parameter and a 2 x 3 block of ``w`` alone."""
+    return [
+        torch.tanh(x @ w + b).pow(2).sum(dim=1),
+        torch.ones(2, 2, dtype=w.dtype),
+        torch.sin(w).T * torch.arange(1.0, 4.0, dtype=w.dtype),
+    ]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 7])
+def test_exact_block_traces_match_the_jacobian_for_every_chunk_size(
+    chunk_size,
+):
+    gen = torch.Generator().manual_seed(1)
+    opts = dict(generator=gen, dtype=torch.float64)
+    x = torch.randn(5, 3, **opts)
+    w = torch.randn(3, 2, **opts).requires_grad_()
+    b = torch.randn(2, **opts).requires_grad_()
+    unused = torch.randn(4, **opts).requires_grad_()
+    blocks = _two_layer_blocks(w, b, x)
+    traces = exact_block_traces(blocks, [w, b, unused], chunk_size)
+    # the reference: Tr(K_cc) is the squared Frobenius norm of the block's
+    # Jacobian, here from torch.func.jacrev (one Jacobian per block)
+    expected = []
+    for index in range(3):
+        jacobians = torch.func.jacrev(
+            lambda w, b: _two_layer_blocks(w, b, x)[index].reshape(-1),
+            argnums=(0, 1),
+        )(w.detach(), b.detach())
+        expected.append(sum(float(j.pow(2).sum()) for j in jacobians))
+    assert expected[1] == 0.0 and min(expected[0], expected[2]) > 0.0
+    # float64 sums of a few dozen squares: agreement to rounding
+    assert traces.tolist() == pytest.approx(expected, rel=1e-12)
+    # the residuals' graph is retained for the training step's backward
+    torch.autograd.grad(blocks[0].sum() + blocks[2].sum(), [w, b])
+
+
+def _devices():
+    # "meta" stands in for an accelerator where there is none: a device
+    # other than the CPU, on which shapes, dtypes and autograd run but no
+    # values are computed
+    return ["cpu", "meta"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize(
+    "chunk_size,passes", [(None, 5), (1, 5), (2, 3), (5, 1)]
+)
+def test_exact_block_traces_take_one_reverse_pass_per_chunk(
+    device, chunk_size, passes
+):
+    # By default one reverse pass per entry (the faster choice on PINA's
+    # derivative graphs); chunk_size > 1 batches the passes of a chunk, also
+    # with a parameter the residual does not use. A chunk that silently
+    # fell back to the loop would give the same traces at several times the
+    # cost, so count the passes through the block.
+    theta = torch.ones(5, dtype=torch.float64, device=device)
+    theta.requires_grad_()
+    unused = torch.ones(2, dtype=torch.float64, device=device)
+    unused.requires_grad_()
+    block = theta**2 * torch.arange(5, dtype=torch.float64, device=device)
+    seen = []
+    block.register_hook(lambda grad: seen.append(grad.shape))
+    options = {} if chunk_size is None else {"chunk_size": chunk_size}
+    traces = exact_block_traces([block], [theta, unused], **options)
+    assert len(seen) == passes
+    assert traces.device == theta.device
+    if device != "meta":
+        # d R_i / d theta_i = 2 i theta_i = 2 i: sum of 4 i^2 over i < 5
+        assert traces.item() == pytest.approx(4.0 * 30.0, rel=1e-12)
+
+
+def test_probe_and_scales_live_on_the_parameters_and_traces_device():
+    theta = torch.zeros(7, dtype=torch.float64, device="meta")
+    z = parameter_probe(theta)
+    assert (z.shape, z.dtype, z.device) == (
+        theta.shape,
+        theta.dtype,
+        theta.device,
+    )
+    traces = torch.ones(3, dtype=torch.float64, device="meta")
+    sizes = torch.tensor([4, 1, 3])  # entry counts, host-side
+    assert balanced_probe_scales(traces, sizes).device == traces.device
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_parameter_probe_draws_from_its_generator_only(dtype):
+    theta = torch.zeros(6, dtype=dtype)
+    torch.manual_seed(123)  # the global generator must play no part
+    first = parameter_probe(theta, torch.Generator().manual_seed(5))
+    torch.manual_seed(321)
+    again = parameter_probe(theta, torch.Generator().manual_seed(5))
+    assert torch.equal(first, again)
+    assert first.dtype == dtype and first.shape == theta.shape
+    # z ~ N(0, I_p): the generator's standard normal draws
+    reference = torch.randn(
+        6, generator=torch.Generator().manual_seed(5), dtype=dtype
+    )
+    assert torch.equal(first, reference)
+
+
+def _quadratic_problem(theta):
+    """``R_c(theta) = A_c theta + (theta . theta) c_c`` over the parameters
+    ``a`` (2 entries) and ``b`` (3 entries), in a block of 3 entries and a
+    2 x 2 block; with the hand-derived displacement quotients."""
+    gen = torch.Generator().manual_seed(8)
+    A = torch.randn(7, 5, generator=gen, dtype=torch.float64)
+    c = torch.randn(7, generator=gen, dtype=torch.float64)
+    seen = []
+
+    def fn(params):
+        flat = torch.cat([params["a"], params["b"]])
+        seen.append(flat.detach().clone())
+        r = A @ flat + flat.dot(flat) * c
+        return [r[:3], r[3:].reshape(2, 2)]
+
+    params = {"a": theta[:2].clone(), "b": theta[2:].clone()}
+
+    def quotients(z, step, difference):
+        # (R(theta + h z) - R(theta)) / h = A z + (2 theta.z + h z.z) c;
+        # the central quotient's even terms cancel: A z + 2 (theta.z) c
+        curvature = 2.0 * float(theta @ z)
+        if difference == "forward":
+            curvature += step * float(z @ z)
+        moved = (A @ z + curvature * c).numpy()
+        return [float((moved[:3] ** 2).sum()), float((moved[3:] ** 2).sum())]
+
+    return fn, params, quotients, seen
+
+
+@pytest.mark.parametrize("difference", [None, "forward", "central"])
+def test_parameter_space_sketch_is_the_displacement_quotient(difference):
+    theta = torch.tensor([0.5, -1.0, 0.25, 2.0, -0.75], dtype=torch.float64)
+    fn, params, quotients, _ = _quadratic_problem(theta)
+    options = {} if difference is None else {"difference": difference}
+    torch.manual_seed(0)  # z must come from the generator, not from here
+    traces = parameter_space_block_traces(
+        fn, params, 0.5, generator=torch.Generator().manual_seed(3), **options
+    )
+    z = torch.randn(
+        5, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
+    # the default difference is the forward one; a step of 0.5 makes its
+    # O(h) bias (and any other power of h) plainly visible
+    expected = quotients(z, 0.5, difference or "forward")
+    assert traces.tolist() == pytest.approx(expected, rel=1e-10)
+    if difference == "central":
+        assert expected != pytest.approx(quotients(z, 0.5, "forward"))
+    # R(theta) given instead of evaluated: the same quotient
+    residuals = [r.detach() for r in fn(params)]
+    again = parameter_space_block_traces(
+        fn,
+        params,
+        0.5,
+        generator=torch.Generator().manual_seed(3),
+        residuals=residuals,
+        **options,
+    )
+    assert again.tolist() == pytest.approx(expected, rel=1e-10)
+    assert torch.equal(params["a"], theta[:2])  # untouched
+
+
+@pytest.mark.parametrize(
+    "difference,power", [("forward", 1 / 2), ("central", 1 / 3)]
+)
+def test_parameter_space_auto_step_is_relative_epsilon_over_root_p(
+    difference, power
+):
+    # At theta = 0 the displaced parameters are exactly eps z, so the step
+    # can be read off the residual function's arguments: ||theta|| < 1
+    # counts as 1, E||z||^2 = p = 5, so eps = tau / sqrt(5) for every z.
+    theta = torch.zeros(5, dtype=torch.float64)
+    fn, params, quotients, seen = _quadratic_problem(theta)
+    traces = parameter_space_block_traces(
+        fn,
+        params,
+        difference=difference,
+        generator=torch.Generator().manual_seed(3),
+    )
+    z = torch.randn(
+        5, generator=torch.Generator().manual_seed(3), dtype=torch.float64
+    )
+    eps = torch.finfo(torch.float64).eps ** power / math.sqrt(5.0)
+    # (abs=0: the displacements are ~1e-8, below approx's default abs)
+    assert seen[0].tolist() == pytest.approx(
+        (eps * z).tolist(), rel=1e-13, abs=0.0
+    )
+    if difference == "central":
+        assert seen[1].tolist() == pytest.approx(
+            (-eps * z).tolist(), rel=1e-13, abs=0.0
+        )
+    # the traces' sketch ||A_c z||^2 (theta = 0): exactly for the central
+    # quotient of a quadratic, to within the forward quotient's relative bias
+    # ~ eps (z.z) |c| / |A z|, about 1e-8 here
+    assert traces.tolist() == pytest.approx(
+        quotients(z, 0.0, "central"), rel=1e-6
+    )
+
+
+def test_variances_and_sketch_keep_the_kernels_precision_with_float32_scales():
+    # Scales from a float32 run used on a float64 kernel: 1/3 is not exact
+    # in float32, and squaring it or a ratio of it in float32 would lose 1e-8
+    # relative; the float64 results must be exact to rounding.
+    scales = torch.tensor([1.0 / 3.0, 1.0], dtype=torch.float32)
+    third = float(scales[0])  # the float32 value, exactly, as a float
+    kernel = torch.tensor(
+        [[4.0, 1.0, 2.0], [1.0, 3.0, 0.5], [2.0, 0.5, 5.0]],
+        dtype=torch.float64,
+    )
+    predictor, parameter = sketch_variances(kernel, [1, 2], scales)
+    # F = [[16, 1 + 4], [5, 9 + 0.25 + 0.25 + 25]]:
+    # F_cc + sum_d (s_d / s_c)^2 F_cd
+    expected = [16.0 + 16.0 + 5.0 / third**2, 34.5 + third**2 * 5.0 + 34.5]
+    assert predictor.tolist() == pytest.approx(expected, rel=1e-13)
+    assert parameter.tolist() == pytest.approx([32.0, 69.0], rel=1e-13)
+    # one block, scaled: u = g / s^2, the sketch (Kg u^T + u Kg^T) / 2
+    g = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float64)
+    kg = torch.tensor([3.0, 1.0, -1.0], dtype=torch.float64)
+    sketch = symmetrised_kernel_sketch([g], [kg], scales[:1])
+    u = [v / third**2 for v in g.tolist()]
+    hand = [
+        [(kg[i].item() * u[j] + u[i] * kg[j].item()) / 2 for j in range(3)]
+        for i in range(3)
+    ]
+    for row, hand_row in zip(sketch.tolist(), hand):
+        assert row == pytest.approx(hand_row, rel=1e-13)
