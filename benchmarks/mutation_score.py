@@ -10,7 +10,7 @@ them out::
 
     score = (killed + timed out) / (mutants - equivalent)
 
-    python benchmarks/mutation_score.py              # about 30 min, 2 cores
+    python benchmarks/mutation_score.py              # about 6 min, 2 cores
     python benchmarks/mutation_score.py --no-run     # the last run's statuses
     python benchmarks/mutation_score.py --from-json docs/mutation-testing.json
 """
