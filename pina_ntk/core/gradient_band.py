@@ -21,8 +21,9 @@ equalise the norms of the *weighted* gradients ``w_c ||g_c||``, kept within
 weights up to one common factor. The weightings apply it to stationary
 problems only, see ``docs/weights.md``. A condition whose gradient is
 exactly zero (or not finite) carries no information: its factor is ``1``
-and the mean is taken over the others. The factor depends on the ratios of the gradient
-norms only, so the loss reduction (``mean`` or ``sum``) does not change it.
+and the mean is taken over the others. The factor depends on the ratios of
+the gradient norms only, so the loss reduction (``mean`` or ``sum``) does
+not change it.
 """
 
 import math
