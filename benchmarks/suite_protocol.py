@@ -111,13 +111,15 @@ def time_to_reach(run, target):
 
 
 def geometric_mean(values):
-    """:return: The geometric mean; infinite if any value is, NaN for no
-    values."""
+    """:return: The geometric mean; infinite if any value is, else zero if
+    any value is, NaN for no values."""
     values = list(values)
     if not values:
         return math.nan
     if any(math.isinf(v) for v in values):
         return math.inf
+    if any(v == 0 for v in values):  # e.g. none's error reached at 0 s
+        return 0.0
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 

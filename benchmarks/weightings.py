@@ -34,6 +34,7 @@ import traceback
 import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
+from pina.model import FeedForward
 from pina.optim import TorchOptimizer, TorchScheduler
 from pina.solver import PhysicsInformedSingleModelSolver
 
@@ -52,7 +53,9 @@ from weightings_page import (  # noqa: F401 (render: the page tests')
     write_outputs,
 )
 from weightings_setup import (
+    FEEDFORWARD,
     FIXED_POINTS,
+    HALF_SEEDS,
     FULL,
     PROBLEMS,
     QUICK,
@@ -60,6 +63,8 @@ from weightings_setup import (
     SCRIPT,
     SEEDS,
     SMOOTHING_PROBLEMS,
+    SPLIT,
+    SUITE_WEIGHTINGS,
     SMOOTHING_WEIGHTINGS,
     SPACED_FACTOR,
     TUTORIAL_NETWORK,
@@ -196,8 +201,12 @@ def _train(job, record):
     else:  # input_box reads a temporal domain, which these lack
         box, names = problem.spatial_domain.range, problem.input_variables
         lower, upper = ([float(box[v][i]) for v in names] for i in (0, 1))
-    axes = [torch.linspace(a, b, job["grid"]) for a, b in zip(lower, upper)]
+    # about grid x grid points whatever the dimension
+    size = round(job["grid"] ** (2 / len(lower)))
+    axes = [torch.linspace(a, b, size) for a, b in zip(lower, upper)]
     points = grid_points(problem.input_variables, axes)
+    if hasattr(problem, "evaluation_points"):  # a non-rectangular domain
+        points = problem.evaluation_points(job["grid"])
     exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
     error_fn = relative_error_fn(points, exact)
     lightning.seed_everything(job["seed"], verbose=False)
@@ -206,6 +215,9 @@ def _train(job, record):
     fourier = {k: job[k] for k in ("fourier_features", "fourier_scale")}
     dimensions = len(problem.output_variables)
     model = ScaledMLP(lower, upper, dimensions, *network, **fourier)
+    if job.get("network") == "feedforward":
+        inputs = len(problem.input_variables)
+        model = FeedForward(inputs, dimensions, *network, func=torch.nn.Tanh)
     weighting = build_weighting(job)
     record["weighting_options"] = describe_weighting(weighting)
     gamma = job["lr_decay"] ** (1.0 / job["lr_decay_steps"])
@@ -262,7 +274,13 @@ def plan_jobs(problems, weightings_of, settings, seeds=None):
             own.update({name: getattr(WaveSettings(), name) for name in names})
         counts = PROBLEMS[problem][1] or problem_class(problem).PAPER_POINTS
         scale = settings["point_scale"]
-        counts = {c: max(4, round(n * scale)) for c, n in counts.items()}
+        # at least 4 points, but a one-point condition stays one point
+        counts = {
+            c: max(min(n, 4), round(n * scale)) for c, n in counts.items()
+        }
+        own["network"] = (
+            "feedforward" if problem in FEEDFORWARD else "benchmark"
+        )
         count = seeds or settings["seeds"]
         if not (seeds or settings["quick"]):
             count = SEEDS.get(problem, count)
@@ -308,6 +326,13 @@ def main(argv=None):
         nargs="+",
         choices=list(WEIGHTINGS),
         help=f"on every problem (default all; {smoothing} only)",
+    )
+    add(
+        "--half",
+        choices=list(SPLIT),
+        help="the problem suite's half (benchmarks/suite-split.toml): its "
+        "settings, the suite's weightings and seeds (tuning "
+        f"{HALF_SEEDS['tuning']}, confirmation {HALF_SEEDS['confirmation']})",
     )
     add("--seeds", type=int, help="per weighting (default 3, wave 2)")
     add("--steps", type=int, help="of every run (default 4000)")
@@ -368,6 +393,11 @@ def run_all(args, argv):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
     problems = args.problems or list(QUICK_PROBLEMS if args.quick else PROBLEMS)
+    if args.half:
+        problems = args.problems or [e["setting"] for e in SPLIT[args.half]]
+        args.weightings = args.weightings or list(SUITE_WEIGHTINGS)
+        if args.seeds is None and not args.quick:
+            args.seeds = HALF_SEEDS[args.half]
 
     def weightings_of(problem):
         if args.weightings:

@@ -2,6 +2,9 @@
 settings, and the page's label of a weighting (``weightings.py`` runs them,
 ``weightings_page.py`` renders their results)."""
 
+import suite_problems
+import suite_protocol
+
 SCRIPT = "weightings.py"
 TITLE = "Loss weightings: error against training time"
 #: Problems: the class and the fresh points per condition and step, about
@@ -23,11 +26,31 @@ PROBLEMS = {
     ),
     "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
     "wave": ("pina_ntk.paper.problems:WaveProblem", None),
+    # the problem suite's: Poisson as a user builds it, the new problems
+    "poisson_user": (
+        ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}
+    ),
+    **{name: ("suite_problems:" + cls.__name__, cls.POINTS)
+       for name, cls in suite_problems.SUITE_PROBLEMS.items()},
 }
 # fmt: on
+#: The problem suite's settings (``suite-split.toml``), by half.
+SPLIT = suite_protocol.read_split()
+SUITE = [entry for half in SPLIT.values() for entry in half]
 #: Problems whose points are drawn once, before training, instead of afresh
 #: at every step: how the points are drawn changes which weighting wins.
-FIXED_POINTS = ("poisson_fixed",)
+FIXED_POINTS = tuple(e["setting"] for e in SUITE if e["points"] == "fixed")
+#: Problems trained with PINA's ``FeedForward`` as a user builds it (no
+#: input scaling, no Fourier features) instead of the ``ScaledMLP``.
+FEEDFORWARD = tuple(
+    e["setting"] for e in SUITE if e["network"] == "feedforward"
+)
+#: The suite's seeds per weighting: the confirmation half's least.
+HALF_SEEDS = {"tuning": 3, "confirmation": 5}
+#: The suite's weightings: the plain sum, PINA's rules, the published
+#: sketch (the bar of the decision) and the candidate defaults.
+SUITE_WEIGHTINGS = ("none", "pina_self_adaptive", "pina_ntk")
+SUITE_WEIGHTINGS += ("sketch_predictor", "sketch_band_4")
 #: The smoothing study's spacing in units of ``update_every`` (500 steps in
 #: the full run) and its moving-average rate per step.
 SPACED_FACTOR = 5

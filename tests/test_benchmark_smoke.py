@@ -504,3 +504,34 @@ def test_cost_studies_build_either_problem(problem):
     )["lines"][0]
     assert configurations.PROBLEMS[problem].__name__ in line
     assert ("t0" in line) == (problem == "acoustic_wave")
+
+
+def test_suite_confirmation_half_quick(tmp_path):
+    """``weightings.py --quick --half confirmation``: every setting of the
+    committed split's confirmation half trains, with the network and the
+    point regime the split gives it, and the protocol summarises the runs
+    paired by seed (here each run against itself: ratio 1)."""
+    import suite_protocol
+
+    arguments = "--quick", "--half", "confirmation", "--weightings", "none"
+    code, _ = run_main(
+        weightings, *arguments, "--workers", "1", "--output-dir", tmp_path
+    )
+    assert code == 0
+    runs = harness.read_json(tmp_path / "weightings.json")["runs"]
+    split = suite_protocol.read_split()["confirmation"]
+    assert sorted(r["problem"] for r in runs) == sorted(
+        e["setting"] for e in split
+    )
+    by_problem = {r["problem"]: r for r in runs}
+    for entry in split:
+        record = by_problem[entry["setting"]]
+        assert record["status"] == "ok", record["failure"]
+        assert record["network"] == entry["network"]
+        assert all(math.isfinite(e) for e in record["history"]["errors"])
+    fixed = {e["setting"] for e in split if e["points"] == "fixed"}
+    assert fixed <= set(weightings.FIXED_POINTS)
+    problems = [e["setting"] for e in split]
+    both = runs + [dict(r, weighting="sketch_predictor") for r in runs]
+    summary = suite_protocol.summarise(both, ["sketch_predictor"], problems)
+    assert summary["sketch_predictor"]["steps"]["to_none"] == pytest.approx(1)

@@ -225,3 +225,10 @@ def test_decision_needs_both_criteria_on_both_bases():
 def test_the_published_sketch_is_required_as_the_bar():
     with pytest.raises(ValueError, match="published sketch"):
         protocol.decide({"a": entry(0.5, [])}, ["a"])
+
+
+def test_geometric_mean_of_edge_values():
+    assert protocol.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+    assert protocol.geometric_mean([0.0, 8.0]) == 0.0
+    assert protocol.geometric_mean([0.0, math.inf]) == math.inf
+    assert math.isnan(protocol.geometric_mean([]))
