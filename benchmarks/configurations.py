@@ -165,14 +165,19 @@ STUDIES = {
 
 
 # ------------------------------------------------------------ training
-def build_solver(task, key, safeguard="default"):
+def build_solver(task, key, safeguard="default", spec="row"):
     """
     A seeded solver of a configuration and the callbacks it needs: the
     same problem, points and initial network for every configuration.
 
     :param dict task: The worker task (``problem``, ``width``, ``depth``,
         ``points``, ``seed``, ``period``).
+    :param str key: The row; a key of :data:`REFERENCE_KEYS` adds the
+        reference rows' callback.
     :param safeguard: The pina_ntk weightings' safeguard setting.
+    :param spec: The weighting, ``(kind, options)`` as in :data:`CONFIGS`
+        (``None``: unweighted), whose sketches keep their library default
+        band; ``"row"``: the spec of row ``key`` (without the band).
     :return: ``(solver, callbacks)``.
     """
     lightning.seed_everything(task["seed"], verbose=False)
@@ -182,7 +187,9 @@ def build_solver(task, key, safeguard="default"):
             problem.discretise_domain(count, "random", domains=[domain])
     network = dict(inner_size=task["width"], n_layers=task["depth"])
     model = FeedForward(2, 1, func=torch.nn.Tanh, **network)
-    spec = {k: s for k, _, s in CONFIGS}[key]
+    from_table = spec == "row"
+    if from_table:
+        spec = {k: s for k, _, s in CONFIGS}[key]
     weighting = None
     if spec is not None:
         kind, options = spec
@@ -192,8 +199,8 @@ def build_solver(task, key, safeguard="default"):
         }
         if kind == "sketch":
             options.update(seed=task["seed"], safeguard=safeguard)
-            # the rows without a band time the NTK weights alone
-            options.setdefault("gradient_band", None)
+            if from_table:  # the rows without a band: NTK weights alone
+                options.setdefault("gradient_band", None)
         elif kind == "exact":
             options.setdefault("update_every_n_steps", 1)
             options["safeguard"] = safeguard
@@ -204,7 +211,7 @@ def build_solver(task, key, safeguard="default"):
     callbacks = []
     if key in REFERENCE_KEYS:
         callbacks.append(UnavoidableWork(vjp=key == "reference_predictor"))
-    elif key not in ("unweighted", "pina_ntk"):
+    elif spec is not None and spec[0] in ("exact", "sketch"):
         callbacks.append(NTKCallback())
     return solver, callbacks
 

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import configurations  # noqa: E402
 import harness  # noqa: E402
 import mutation_score  # noqa: E402
+import scaling  # noqa: E402
 import probe_variance  # noqa: E402
 import spaced_samples  # noqa: E402
 import weightings  # noqa: E402
@@ -73,6 +74,12 @@ PAGES = [
         "mutation-testing.json",
         "mutation_score.py",
         lambda document, page: mutation_score.render(document),
+    ),
+    (
+        "scaling.md",
+        "scaling.json",
+        "scaling.py",
+        lambda document, page: scaling.render(document),
     ),
 ]
 
@@ -132,6 +139,15 @@ def test_page_states_provenance_without_local_paths(
 
 def test_readme_table_is_rendered_from_the_weightings_results():
     check_readme_table(os.path.join(ROOT, "README.md"))
+
+
+def test_readme_scaling_block_is_rendered_from_the_scaling_results():
+    block = harness.read_block(
+        os.path.join(ROOT, "README.md"), *scaling.README_MARKERS
+    )
+    document = harness.read_json(os.path.join(DOCS, "scaling.json"))
+    assert block == scaling.readme_block(document)
+    assert os.path.isfile(os.path.join(DOCS, scaling.FIGURE))
 
 
 # The self-tests: each edit below is one the checks above exist to catch.
