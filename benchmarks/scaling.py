@@ -16,6 +16,7 @@ default's amortised ratio is within :data:`FLOOR_MARGIN` of its floor
 
 import argparse
 import gc
+import math
 import os
 import statistics
 import sys
@@ -66,11 +67,11 @@ PER_STEP = ("pina_ntk", "pina_self_adaptive", *configurations.REFERENCE_KEYS)
 #: size (a multiple of the sample period), the time cap of one exact step
 #: (larger ones are skipped), and the cap below which its memory is taken.
 FULL = dict(points=[100, 1000, 10000, 100000], widths=[50, 100, 300, 1000])
-FULL.update(width=100, n=1000, depth=3, rounds=3, warmup=2, seed=0, threads=1)
+FULL.update(width=100, n=1000, depth=3, rounds=2, warmup=2, seed=0, threads=1)
 FULL.update(steps={"100": 200, "1000": 100, "10000": 40, "100000": 10})
 FULL.update(wide_steps={"300": 60, "1000": 20}, exact_cap_s=120.0)
 FULL.update(exact_memory_cap_s=10.0, exact_rounds_s=10.0)
-FULL.update(few_rounds={"100000,100": 1}, rounds=2)
+FULL.update(few_rounds={"100000,100": 1}, default_steps=100)
 #: Sizes without memory runs: the CPU profiler's record of every allocation
 #: of the warm start outgrew 24 GiB at n = 100,000.
 FULL["no_memory"] = ["100000,100"]
@@ -78,7 +79,6 @@ QUICK = dict(FULL, points=[40], widths=[20], width=20, n=40)
 QUICK.update(rounds=1, steps={}, wide_steps={}, default_steps=10)
 QUICK.update(exact_cap_s=5.0, exact_memory_cap_s=5.0, few_rounds={})
 QUICK["no_memory"] = []
-FULL["default_steps"] = 100
 
 
 # ---------------------------------------------------------------- worker side
@@ -325,8 +325,6 @@ def crossing(values, entries, key="exact_every_100", level=2.0):
     found = [(v, row["ratio"]) for v, row in found if row is not None]
     for (v0, r0), (v1, r1) in zip(found, found[1:]):
         if r0 < level <= r1:
-            import math
-
             share = (math.log(level) - math.log(r0)) / (
                 math.log(r1) - math.log(r0)
             )
@@ -376,8 +374,8 @@ def render(document, figure_link=FIGURE):
         f"steps by n ({steps or settings['default_steps']}; "
         f"{settings['default_steps']} otherwise, by width "
         f"{settings['wide_steps'] or '—'}). Sketch rows sample every "
-        f"{SAMPLE_PERIOD} steps (amortised over whole periods). `NTKWeighting()`"
-        " is its refresh step (step 0); every 100 steps is that step plus 99 "
+        f"{SAMPLE_PERIOD} steps (amortised over whole periods). "
+        "`NTKWeighting()` is its refresh step (step 0); every 100 steps is that step plus 99 "
         "times the median step between refreshes, over 100. Exact steps "
         f"projected above {settings['exact_cap_s']:.0f} s are skipped, "
         f"those over {settings['exact_rounds_s']:.0f} s run in the first "
@@ -452,8 +450,8 @@ def floor_section(document):
     lines = [
         "## The sketches against their floors",
         "",
-        f"Floor: `1 + (reference − 1) / {SAMPLE_PERIOD}`, the reference row's "
-        "unavoidable work once per sample period (predictor rows: the "
+        f"Floor: `1 + (reference − 1) / {SAMPLE_PERIOD}`, the reference "
+        "row's unavoidable work once per sample period (predictor rows: the "
         "reference with the `Jᵀg` backward; parameter-space: with the "
         f"evaluation only). Target: the default within {FLOOR_MARGIN} of its "
         "floor.",
