@@ -1,20 +1,16 @@
-"""The harness every benchmark script in ``benchmarks/`` shares.
-
-Workers (:func:`run_worker`, :func:`map_jobs`), the probes :class:`StepTimer`
-and :class:`MemoryProbe`, results files (``parts``: each run's
-:func:`provenance`), pages (a generated block between :data:`BEGIN` and
-:data:`END`, rendered from the results alone, with text around it written by
-people), markdown tables and the shared flags (:func:`add_run_flags`).
-"""
+"""What the benchmark scripts share: worker processes, step timer, memory
+probe, results files (each run's :func:`provenance` in ``parts``), pages (a
+block between :data:`BEGIN` and :data:`END`, rendered from the results
+alone, in text by people), markdown tables and flags."""
 
 import argparse
-import concurrent.futures
-import datetime
+import functools
 import gc
-import importlib
+import itertools
 import json
 import multiprocessing
 import os
+import pkgutil
 import platform
 import shlex
 import signal
@@ -22,7 +18,9 @@ import subprocess
 import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -37,16 +35,13 @@ END = "<!-- /generated -->"
 DISTRIBUTIONS = ("torch", "pina-mathlab", "lightning", "pina-ntk")
 
 
-# ------------------------------------------------------------------ probes
 class StepTimer(Callback):
     """Wall time of each training step; ``synchronize`` waits for queued
     CUDA work at both ends."""
 
     def __init__(self, synchronize=False):
         super().__init__()
-        self.synchronize = synchronize
-        self.durations = []
-        self._start = None
+        self.synchronize, self.durations, self._start = synchronize, [], None
 
     def _now(self):
         if self.synchronize:
@@ -61,17 +56,14 @@ class StepTimer(Callback):
 
 
 class MemoryProbe(Callback):
-    """Peak extra tensor memory of a training run, in bytes: on the CPU the
-    peak running sum of the allocator's events in torch's profiler, with
-    ``cuda`` ``max_memory_allocated`` minus ``memory_allocated`` at the
-    start."""
+    """Peak extra tensor memory of a training run, in bytes: the peak sum
+    of the allocator's events in torch's CPU profiler, or with ``cuda`` the
+    peak allocated memory above that at the start."""
 
     def __init__(self, cuda=False):
         super().__init__()
-        self.cuda = cuda
-        self.peak_bytes = None
-        self._profiler = None
-        self._base = 0
+        self.cuda, self._base = cuda, 0
+        self.peak_bytes = self._profiler = None
 
     def on_train_start(self, trainer, pl_module):
         gc.collect()
@@ -80,9 +72,9 @@ class MemoryProbe(Callback):
             torch.cuda.reset_peak_memory_stats()
             self._base = torch.cuda.memory_allocated()
             return
+        cpu = torch.profiler.ProfilerActivity.CPU
         self._profiler = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU],
-            profile_memory=True,
+            activities=[cpu], profile_memory=True
         )
         self._profiler.start()
 
@@ -97,107 +89,73 @@ class MemoryProbe(Callback):
             events = self._profiler.profiler.kineto_results.events()
         except AttributeError as error:
             raise RuntimeError(
-                "This torch version does not expose the profiler's raw "
-                "events (profiler.profiler.kineto_results); the CPU memory "
-                "measurement needs them."
+                "The CPU memory measurement needs the profiler's raw events "
+                "(profiler.profiler.kineto_results); this torch hides them."
             ) from error
         # Releases of blocks allocated before profiling are not reported:
         # the running sum measures the growth above the starting level.
-        current = peak = 0
-        for _, nbytes in sorted(
+        memory = sorted(
             (e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"
-        ):
-            current += nbytes
-            peak = max(peak, current)
-        self.peak_bytes = peak
+        )
+        sums = itertools.accumulate((n for _, n in memory), initial=0)
+        self.peak_bytes = max(sums)
 
 
 def applied_weights(solver):
-    """``{condition: weight}`` a solver's weighting applied in its last
-    step, from PINA's ``last_saved_weights()`` (no state of the
-    :class:`~pina_ntk.NTKCallback`)."""
-    saved = getattr(solver.weighting, "last_saved_weights", None)
-    if saved is None:
-        return {}
+    """:return: ``{condition: weight}`` of a solver's last weighted step."""
+    saved = getattr(solver.weighting, "last_saved_weights", None) or dict
     return {str(c): float(w) for c, w in saved().items()}
 
 
-# ----------------------------------------------------------------- workers
-def _pin_threads(env, threads):
-    """Limit torch's OpenMP and MKL pools of a child process."""
-    env["OMP_NUM_THREADS"] = str(threads)
-    env["MKL_NUM_THREADS"] = str(threads)
-
-
 def run_worker(task, workdir):
-    """
-    Run a task's ``jobs`` (``"module:function"`` of scripts here, in
-    order) in a fresh process with ``task["threads"]`` threads.
+    """Run a task's ``jobs`` (``"module:function"`` of scripts here) in
+    order in a fresh process of ``task["threads"]`` threads.
 
     :return: ``{"results": {job: result}, "threads": torch threads}``.
-    :raises RuntimeError: If the worker fails (its output is included).
-    """
+    :raises RuntimeError: If the worker fails (with its output)."""
     result_path = os.path.join(workdir, f"result-{time.monotonic_ns()}.json")
-    env = dict(os.environ)
-    _pin_threads(env, task["threads"])
     command = [sys.executable, os.path.abspath(__file__), "--worker"]
     command += [json.dumps(task), "--result", result_path]
+    threads = str(task["threads"])
+    env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
     completed = subprocess.run(
         command, env=env, capture_output=True, text=True, check=False
     )
     if completed.returncode != 0:
-        tail = (completed.stdout + completed.stderr)[-4000:]
         raise RuntimeError(
             f"Worker {task['jobs']} failed (exit {completed.returncode}):\n"
-            f"{tail}"
+            + (completed.stdout + completed.stderr)[-4000:]
         )
-    with open(result_path, encoding="utf-8") as handle:
-        return json.load(handle)
+    return read_json(result_path)
 
 
 def _worker_main(task, result_path):
     """Run the jobs of one :func:`run_worker` task in this process."""
-    # Lightning's advice on data-loader workers is irrelevant for one
-    # in-memory batch per step.
+    # Lightning's data-loader advice is moot for one in-memory batch a step.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     torch.set_num_threads(task["threads"])
     if HERE not in sys.path:
         sys.path.insert(0, HERE)
-    results = {}
-    for spec in task["jobs"]:
-        module, _, name = spec.partition(":")
-        job = getattr(importlib.import_module(module), name)
-        results[spec] = job(task)
+    results = {job: pkgutil.resolve_name(job)(task) for job in task["jobs"]}
     envelope = {"results": results, "threads": torch.get_num_threads()}
-    with open(result_path, "w", encoding="utf-8") as handle:
-        json.dump(envelope, handle)
+    Path(result_path).write_text(json.dumps(envelope), encoding="utf-8")
 
 
-def _ignore_interrupts():
-    # Ctrl-C is the parent's to handle: it keeps the finished runs and
-    # stops the workers. Lightning would catch it in a worker and end the
-    # run early as if it had finished.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def map_jobs(function, jobs, workers, on_result, threads=1):
-    """
-    Run ``function(job)`` (module-level) for every job in ``workers``
-    spawned processes with ``threads`` threads, calling ``on_result(job,
-    result)`` here as each ends (``{"worker_error": ...}`` if it died). On
-    Ctrl-C the workers stop and ``KeyboardInterrupt`` is raised.
-    """
+def map_jobs(function, jobs, workers, on_result):
+    """Run ``function(job)`` (module-level) for each job in ``workers``
+    one-thread processes; ``on_result(job, result)`` runs here as each ends
+    (``{"worker_error": ...}`` if it died). Ctrl-C ends the workers too."""
     # Set before the workers import torch: they inherit the environment.
-    _pin_threads(os.environ, threads)
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     # Spawned, not forked: a fork would inherit the parent's torch state.
-    pool = concurrent.futures.ProcessPoolExecutor(
-        workers,
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_ignore_interrupts,
-    )
+    # Ctrl-C is the parent's to handle (it keeps the finished runs): in a
+    # worker Lightning would catch it and end the run as if it had finished.
+    spawn = multiprocessing.get_context("spawn")
+    ignore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)
+    pool = ProcessPoolExecutor(workers, mp_context=spawn, initializer=ignore)
     futures = {pool.submit(function, job): job for job in jobs}
     try:
-        for future in concurrent.futures.as_completed(futures):
+        for future in as_completed(futures):
             try:
                 result = future.result()
             except Exception as error:  # the worker process itself died
@@ -214,17 +172,14 @@ def map_jobs(function, jobs, workers, on_result, threads=1):
     pool.shutdown()
 
 
-# -------------------------------------------------------------- provenance
 def cpu_model():
     """:return: The CPU model (Linux) or the platform. :rtype: str"""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+            names = [line for line in handle if line.startswith("model name")]
+        return names[0].split(":", 1)[1].strip()
+    except (OSError, IndexError):
+        return platform.processor() or platform.machine()
 
 
 def package_version(distribution):
@@ -236,8 +191,7 @@ def package_version(distribution):
 
 
 def public_path(path):
-    """A path as a reader can use it: relative to the repository inside
-    it, else its last component only (a local folder says nothing)."""
+    """:return: ``path`` relative to the repository, else its last part."""
     path = os.path.abspath(path)
     if os.path.commonpath([path, ROOT]) == ROOT:
         return os.path.relpath(path, ROOT)
@@ -245,21 +199,19 @@ def public_path(path):
 
 
 def public_command(script, argv):
-    """The command of a run of ``benchmarks/<script>`` as a reader can
-    repeat it (absolute paths through :func:`public_path`)."""
+    """:return: A run's command as a reader can repeat it (no local path)."""
     shown = [public_path(a) if os.path.isabs(a) else a for a in map(str, argv)]
     return shlex.join(["python", f"benchmarks/{script}", *shown])
 
 
-def provenance(script, argv, machine_label=None, **extra):
-    """
-    Where, when and with what a run starts: the first part of its JSON
-    (:func:`finish` adds its end).
+def now(seconds=None):
+    """:return: The UTC time of ``seconds`` (default: now), to the minute."""
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds))
 
-    :param machine_label: A name for the machine (default: CPU model and
-        CPUs).
-    :param extra: ``device``, ``workers``, ``threads`` and other entries.
-    """
+
+def provenance(script, argv, machine_label=None, **extra):
+    """:return: Where, when and with what a run starts (:func:`finish` adds
+    its end), with ``extra`` entries (``device``, ``workers``...)."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     cpus = os.cpu_count()
     return {
@@ -279,39 +231,26 @@ def provenance(script, argv, machine_label=None, **extra):
 
 
 def finish(part, started):
-    """Add the duration since ``started`` (``time.perf_counter()``) and the
-    end load to a run's :func:`provenance`; return it."""
+    """Add the time since ``started`` and the end load to ``part``."""
     part["duration_min"] = (time.perf_counter() - started) / 60
     part["load_end"] = list(os.getloadavg())
     return part
 
 
-def now():
-    """:return: The UTC time, to the minute. :rtype: str"""
-    return datetime.datetime.now(datetime.timezone.utc).strftime(
-        "%Y-%m-%d %H:%M UTC"
-    )
-
-
 def header_lines(part):
-    """The markdown lines of a run's :func:`provenance`: command, date,
-    hardware, versions and load, never a local path (what older results
-    lack is left out or said to be)."""
+    """:return: The markdown lines of a run's :func:`provenance` (what
+    older results lack is left out or said to be)."""
     took = part.get("duration_min")
     took = "" if took is None else f" (run took {took:.1f} min)"
     hardware = part.get("cpu") or "CPU model not recorded"
-    if part.get("cpus"):
-        hardware += f", {part['cpus']} logical CPUs"
+    hardware += f", {part['cpus']} logical CPUs" if part.get("cpus") else ""
     if part.get("device") == "cuda" or part.get("gpu"):
         hardware += f"; GPU {part.get('gpu') or 'model not recorded'}"
-    if part.get("device"):
-        hardware += f"; device `{part['device']}`"
+    hardware += f"; device `{part['device']}`" if part.get("device") else ""
     versions = part.get("versions") or "not recorded"
     if isinstance(versions, dict):
-        versions = ", ".join(
-            f"{'Python' if k == 'python' else k} {v}"
-            for k, v in versions.items()
-        )
+        pairs, names = versions.items(), {"python": "Python"}
+        versions = ", ".join(f"{names.get(k, k)} {v}" for k, v in pairs)
     load = []
     if part.get("workers"):
         load.append(f"{part['workers']} worker process(es) at once")
@@ -331,27 +270,19 @@ def header_lines(part):
     ]
 
 
-# ---------------------------------------------------------------- markdown
 def fmt(value, digits=2):
     """:return: ``value`` with ``digits`` decimals. :rtype: str"""
     return f"{value:.{digits}f}"
 
 
 def markdown_table(header, align, rows):
-    """
-    The lines of a markdown table.
-
-    :param str align: One letter per column, ``"l"`` or ``"r"``.
-    :param list rows: Lists of cells (converted with ``str``).
-    :raises ValueError: If ``align`` or a row does not match the header.
-    """
+    """:return: The lines of a markdown table: ``align`` has one letter,
+    ``l`` or ``r``, per column, ``rows`` lists of cells (through ``str``).
+    Raises ``ValueError`` if either does not match the header."""
     if len(align) != len(header) or set(align) - {"l", "r"}:
         raise ValueError(f"align needs one l or r per column, got {align!r}.")
-    rules = {"l": "---", "r": "---:"}
-    lines = [
-        "| " + " | ".join(header) + " |",
-        "|" + "|".join(rules[a] for a in align) + "|",
-    ]
+    rules = "|".join("---:" if a == "r" else "---" for a in align)
+    lines = ["| " + " | ".join(header) + " |", f"|{rules}|"]
     for row in rows:
         if len(row) != len(header):
             raise ValueError(f"Row {row!r} does not match {header!r}.")
@@ -359,72 +290,47 @@ def markdown_table(header, align, rows):
     return lines
 
 
-# ------------------------------------------------------------ pages, JSON
 def write_json(path, data):
     """Write ``data`` to ``path`` atomically (a reader never sees half)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    partial = f"{path}.partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1)
-        handle.write("\n")
-    os.replace(partial, path)
+    text = json.dumps(data, indent=1) + "\n"
+    Path(f"{path}.partial").write_text(text, encoding="utf-8")
+    os.replace(f"{path}.partial", path)
 
 
 def read_json(path):
     """:return: The JSON document at ``path``."""
-    with open(path, encoding="utf-8") as handle:
-        return json.load(handle)
-
-
-def replace_block(text, begin, end, block):
-    """``text`` with what lies between the lines ``begin`` and ``end``
-    replaced by ``block``; ``None`` when the markers are absent."""
-    start = text.find(begin + "\n")
-    stop = text.find(end, start + 1)
-    if start < 0 or stop < 0:
-        return None
-    return (
-        text[: start + len(begin) + 1] + block.rstrip("\n") + "\n" + text[stop:]
-    )
+    return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 def read_block(path, begin, end):
     """:return: The block between the markers of a file, or ``None``."""
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as handle:
-        text = handle.read()
+    text = Path(path).read_text("utf-8") if os.path.isfile(path) else ""
     start, stop = text.find(begin + "\n"), text.find(end)
-    if start < 0 or stop < start:
-        return None
-    return text[start + len(begin) + 1 : stop]
-
-
-def write_page(path, script, block, title):
-    """Write a script's rendered block into its page (a new page gets
-    ``title``)."""
-    begin = BEGIN.format(script=script)
-    write_block(path, begin, END, block, f"# {title}\n\n{begin}\n{END}\n")
+    found = start >= 0 and stop >= start
+    return text[start + len(begin) + 1 : stop] if found else None
 
 
 def write_block(path, begin, end, block, new=None):
-    """
-    Write ``block`` between the markers of a file, keeping the text around
-    it; a missing file is created from ``new``.
-
-    :raises ValueError: If the file has no markers.
-    """
-    text = new
-    if os.path.isfile(path) or new is None:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
-    text = replace_block(text, begin, end, block)
-    if text is None:
+    """Write ``block`` between the markers of a file (``ValueError`` if it
+    has none), keeping the text around it; ``new``: a missing file's text."""
+    page = Path(path)
+    text = page.read_text("utf-8") if page.is_file() or new is None else new
+    start = text.find(begin + "\n")
+    stop = text.find(end, start + 1)
+    if start < 0 or stop < 0:
         # Never overwrite what people wrote around a page's numbers.
         raise ValueError(f"{path} has no {begin} ... {end} block.")
+    start += len(begin) + 1
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    text = text[:start] + block.rstrip("\n") + "\n" + text[stop:]
+    page.write_text(text, encoding="utf-8")
+
+
+def write_page(path, script, block, title):
+    """Write a script's block into its page (a new one gets ``title``)."""
+    begin = BEGIN.format(script=script)
+    write_block(path, begin, END, block, f"# {title}\n\n{begin}\n{END}\n")
 
 
 def page_block(path, script):
@@ -433,56 +339,25 @@ def page_block(path, script):
 
 
 def add_run_flags(parser, output_dir=None):
-    """
-    The flags the scripts share: ``--quick``, ``--machine-label`` and
-    ``--from-json``; with ``output_dir`` (the default of ``--output-dir``),
-    for the scripts of several runs, also ``--workers`` and ``--combine``.
-
-    :param argparse.ArgumentParser parser: The script's parser.
-    """
+    """Add the flags the scripts share; with ``output_dir`` (the default of
+    ``--output-dir``) also ``--workers`` and ``--combine``."""
     add = parser.add_argument
     add("--quick", action="store_true", help="a smoke run")
-    add(
-        "--machine-label",
-        help="a name for the machine, recorded with the results (default: "
-        "the CPU model and logical CPUs)",
-    )
-    add(
-        "--from-json",
-        metavar="JSON",
-        help="render the page from this results file; trains nothing",
-    )
-    if output_dir is None:
-        return
-    add("--output-dir", default=output_dir, help="default: docs/")
-    add(
-        "--workers",
-        type=int,
-        default=2,
-        help="worker processes at once, one torch thread each (default 2)",
-    )
-    add(
-        "--combine",
-        nargs="+",
-        metavar="JSON",
-        help="render the results files of runs made elsewhere (each keeps "
-        "its provenance) as one page",
-    )
+    add("--machine-label", help="the machine's name (default: CPU model, CPUs)")
+    add("--from-json", metavar="JSON", help="render the page from it; no runs")
+    if output_dir is not None:
+        add("--output-dir", default=output_dir, help="default: docs/")
+        workers = "worker processes at once, one torch thread each (default 2)"
+        add("--workers", type=int, default=2, help=workers)
+        combine = "render the results files of runs made elsewhere as one page"
+        add("--combine", nargs="+", metavar="JSON", help=combine)
 
 
 def combine_documents(documents, identity, command):
-    """
-    One document of several runs' documents: their ``parts`` in order and
-    their ``runs`` joined, each marked with its part's index.
-
-    :param list documents: Results documents.
-    :param identity: ``identity(run)``: what no two runs may share.
-    :param str command: The combining command (``combined_by``).
-    :return: The combined document (the first's other entries).
-    :rtype: dict
-    :raises ValueError: If two documents hold the same run.
-    """
-    combined = dict(documents[0], parts=[], runs=[])
+    """:return: The first document with the ``parts`` and the ``runs`` (each
+    marked with its part) of all, ``combined_by`` the ``command``; raises
+    ``ValueError`` if two runs share ``identity(run)``."""
+    combined = dict(documents[0], parts=[], runs=[], combined_by=command)
     seen = set()
     for document in documents:
         offset = len(combined["parts"])
@@ -492,18 +367,13 @@ def combine_documents(documents, identity, command):
                 raise ValueError(f"the run {identity(run)} is in both.")
             seen.add(identity(run))
             combined["runs"].append(dict(run, part=run.get("part", 0) + offset))
-    combined["combined_by"] = command
     return combined
 
 
 def parts_lines(document, describe):
-    """
-    The provenance of each part of a document (headed ``Part i (...)`` by
-    ``describe(index, part)`` when there are several) and the command that
-    combined them.
-
-    :rtype: list[str]
-    """
+    """:return: The provenance of each part of a document (headed ``Part i
+    (...)`` by ``describe(index, part)`` when there are several) and the
+    command that combined them. :rtype: list[str]"""
     lines, parts = [], document["parts"]
     for index, part in enumerate(parts):
         if len(parts) > 1:
@@ -516,10 +386,7 @@ def parts_lines(document, describe):
 
 def main(argv=None):
     """The worker entry point: ``harness.py --worker TASK --result PATH``."""
-    parser = argparse.ArgumentParser(
-        description="Run benchmark jobs in this process (used by the "
-        "benchmark scripts, not by hand)."
-    )
+    parser = argparse.ArgumentParser(description="Run a worker's task.")
     parser.add_argument("--worker", required=True, help="the task, JSON")
     parser.add_argument("--result", required=True, help="result JSON file")
     args = parser.parse_args(argv)

@@ -1,24 +1,13 @@
 """Spaced sketch samples on the wave tutorial: accuracy against k.
 
-Trains the wave tutorial's sketch-NTK PINN (``WaveSettings()``) with
-``SketchNTKWeighting(sample_every_n_steps=k)`` for each estimator, k and
-seed, ``--workers`` processes at once, one torch thread each, recording the
-relative L2 error every ``--error-every`` steps and, for seed 0, the exact
-NTK weights beside the sketched ones every ``--track-every`` steps (both
-outside the wall time). Writes ``spaced-samples.json`` (after each run),
-the page rendered from it and ``figures/spaced-samples-weights.png``.
-
-    python benchmarks/spaced_samples.py --workers 2            # full study
-    python benchmarks/spaced_samples.py --quick --output-dir /tmp/s  # smoke
-    # parts run on two machines, then one page with the long runs
-    python benchmarks/spaced_samples.py --every 1 --output-dir a
-    python benchmarks/spaced_samples.py --every 10 50 --output-dir b
-    python benchmarks/spaced_samples.py --combine a/spaced-samples.json \\
-        b/spaced-samples.json --long-runs docs/long-runs/*.json
-    python benchmarks/spaced_samples.py --from-json docs/spaced-samples.json
+Trains the wave tutorial's sketch-NTK PINN per estimator, k and seed,
+recording the relative L2 error every ``--error-every`` steps and, for seed
+0, the exact weights every ``--track-every`` (a multiple of it). Writes the
+results after each run; ``--combine`` joins those of several machines.
 """
 
 import argparse
+import itertools
 import math
 import os
 import statistics
@@ -34,92 +23,54 @@ from pina_ntk.paper.experiments.training import ntk_weights_of, train_pinn
 from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
 from pina_ntk.paper.problems import WaveProblem
 
-ESTIMATORS = ("parameter", "predictor")
-EVERY = (1, 10, 50)
-SEEDS = (0, 1, 2)
-#: Seed whose runs also record the exact weights along their trajectory.
-TRACKED_SEED = 0
+ESTIMATORS, EVERY, SEEDS = ("parameter", "predictor"), (1, 10, 50), (0, 1, 2)
 SCRIPT = "spaced_samples.py"
 TITLE = "Spaced sketch samples on the wave tutorial"
+PAGE, FIGURE = "spaced-samples.md", "figures/spaced-samples-weights.png"
+#: The summary's entries per seed (of run entries); the long-run table's cells.
+PER_SEED = dict(seeds="seed", errors="relative_l2", wall_times_s="wall_time_s")
+LONG_ROW = "{pinn}", "{steps}", "{wall_time_s:.0f}", "{relative_l2:.3e}"
+LONG_ROW += ("{machine}, {started}",)
 
 
 def run_job(job):
-    """Train one sketch-NTK PINN of the study (a worker's job); return its
-    numbers."""
+    """Train one run of the study (a worker's job); return its numbers."""
     torch.set_num_threads(1)
-    options = dict(
-        weightings=("sketch",),
-        estimator=job["estimator"],
-        sample_every=job["every"],
-        seed=job["seed"],
-        safeguard="none",  # the study's runs, as its page says
-    )
+    options = dict(estimator=job["estimator"], sample_every=job["every"])
     if job["steps"] is not None:
         options["steps"] = job["steps"]
     make = WaveSettings.quick if job["quick"] else WaveSettings
-    settings = make(**options)
-    _, _, points, exact = wave_grid(settings.grid)
-    error = relative_error_fn(points, exact)
+    settings = make(  # no safeguard: the study's runs, as its page says
+        weightings=("sketch",), seed=job["seed"], safeguard="none", **options
+    )
+    error = relative_error_fn(*wave_grid(settings.grid)[2:])
     tracked = {"steps": [], "sketch": [], "exact": []}
+    track = job["seed"] == 0
 
     def evaluate(solver):
         step = solver.trainer.global_step
-        if job["seed"] == TRACKED_SEED and (
-            step % job["track_every"] == 0 or step == settings.steps
-        ):
+        if track and (step % job["track_every"] == 0 or step == settings.steps):
             tracked["steps"].append(step)
             tracked["sketch"].append(ntk_weights_of(solver))
             tracked["exact"].append(solver_ntk_weights(solver, chunk_size=64))
         return error(solver)
 
+    fit = dict(error_fn=evaluate, error_every=job["error_every"])
     started = time.time()
-    run = train_pinn(
-        WaveProblem(),
-        "sketch",
-        settings,
-        error_fn=evaluate,
-        error_every=job["error_every"],
-    )
-    return {
-        **job,
-        "steps": settings.steps,
-        "relative_l2": run.error_history["errors"][-1],
-        "wall_time_s": run.wall_time,
-        "process_seconds": time.time() - started,
-        "error_history": run.error_history,
-        "weights": {"steps": run.steps, "values": run.weights},
-        "tracked": tracked,
-    }
+    run = train_pinn(WaveProblem(), "sketch", settings, **fit)
+    history = run.error_history
+    out = dict(job, steps=settings.steps, relative_l2=history["errors"][-1])
+    out.update(wall_time_s=run.wall_time, process_seconds=time.time() - started)
+    weights = {"steps": run.steps, "values": run.weights}
+    return dict(out, error_history=history, weights=weights, tracked=tracked)
 
 
-def summarise(runs, parts):
-    """Per (estimator, k): the seeds' errors and wall times, the machines."""
-    cells = {}
-    for run in runs:
+def summarise(record):
+    """Set ``record``'s ``summary`` (per estimator and k: errors, wall times,
+    machines) and ``weight_errors`` (median ``|log(w_sketch / w_exact)|``)."""
+    cells, found, parts = {}, {}, record["parts"]
+    for run in record["runs"]:
         cells.setdefault((run["estimator"], run["every"]), []).append(run)
-    rows = []
-    for (estimator, every), group in sorted(cells.items()):
-        group.sort(key=lambda r: r["seed"])
-        rows.append(
-            dict(
-                estimator=estimator,
-                every=every,
-                seeds=[r["seed"] for r in group],
-                errors=[r["relative_l2"] for r in group],
-                wall_times_s=[r["wall_time_s"] for r in group],
-                machines=sorted(
-                    {parts[r.get("part", 0)]["machine_label"] for r in group}
-                ),
-            )
-        )
-    return rows
-
-
-def weight_errors(runs):
-    """Per (estimator, k), seed 0: the median over the tracked evaluations
-    and conditions of ``|log(w_sketch / w_exact)|``."""
-    found = {}
-    for run in runs:
         tracked = run["tracked"]
         gaps = [
             abs(math.log(sketch[name] / exact[name]))
@@ -130,218 +81,156 @@ def weight_errors(runs):
         if gaps:
             key = f"{run['estimator']}, k={run['every']}"
             found[key] = statistics.median(gaps)
-    return found
+    record["summary"] = []
+    for (estimator, every), group in sorted(cells.items()):
+        group.sort(key=lambda r: r["seed"])
+        row = dict(estimator=estimator, every=every)
+        row.update({k: [r[v] for r in group] for k, v in PER_SEED.items()})
+        machines = {parts[r.get("part", 0)]["machine_label"] for r in group}
+        record["summary"].append(dict(row, machines=sorted(machines)))
+    record["weight_errors"] = found
 
 
 def long_run(path):
     """What the page shows of a ``wave_long_run.py`` results file."""
     run = harness.read_json(path)
-    settings = run["settings"]
-    name = run["weighting"]
+    settings, name = run["settings"], run["weighting"]
     if name == "sketch":
-        name = (
-            f"sketch ({settings['estimator']}, k = "
-            f"{settings['sample_every']})"
-        )
-    return dict(
-        pinn=name,
-        steps=settings["steps"],
-        wall_time_s=run["wall_time_s"],
-        relative_l2=run["final_relative_l2"],
-        machine=run["machine"],
-        started=run["started"],
-        file=harness.public_path(path),
-    )
+        name += f" ({settings['estimator']}, k = {settings['sample_every']})"
+    shown = dict(pinn=name, steps=settings["steps"])
+    shown.update(wall_time_s=run["wall_time_s"])
+    shown.update(relative_l2=run["final_relative_l2"], machine=run["machine"])
+    return dict(shown, started=run["started"], file=harness.public_path(path))
 
 
 def render(record):
     """The page's generated block, from the results document alone."""
-    lines = [
+    median, rows = statistics.median, []
+    base = {r["estimator"]: r for r in record["summary"] if r["every"] == 1}
+    for row in record["summary"]:
+        errors, ref = row["errors"], base.get(row["estimator"])
+        ratio = f"{median(errors) / median(ref['errors']):.2f}×" if ref else "–"
+        rows.append(
+            [row["estimator"], row["every"], f"{median(errors):.3e}"]
+            + [f"{min(errors):.2e}–{max(errors):.2e}"]
+            + [", ".join(f"{e:.2e}" for e in errors)]
+            + [f"{median(row['wall_times_s']):.0f}", ratio]
+            + [", ".join(row["machines"])]
+        )
+    seeds = ", ".join(map(str, record["summary"][0]["seeds"]))
+    header = (
+        "estimator|k|median relative L2|range over seeds|seeds ({})|"
+        "median wall time (s)|median vs k = 1|machine"
+    ).format(seeds)
+    gaps = [[k, f"{v:.3f}"] for k, v in sorted(record["weight_errors"].items())]
+    parts = harness.parts_lines(record, lambda _, part: part["machine_label"])
+    # blocks (text or lines) between blank lines; ``parts`` ends with one
+    blocks = [
         "Each run trains the wave tutorial's sketch-NTK PINN "
         "(`WaveSettings()`: 64 Fourier features into a 3×128 tanh MLP, "
         "10,000 Adam steps, the paper's points resampled every step, "
         "`alpha=1e-3`, no safeguard) with `sample_every_n_steps=k`, one "
         "process per run and one torch thread each; wall times exclude the "
         "error evaluations and the exact weights of the figure.",
-        "",
-        *harness.parts_lines(record, lambda _, part: part["machine_label"]),
-    ]
-    rows = []
-    base = {r["estimator"]: r for r in record["summary"] if r["every"] == 1}
-    for row in record["summary"]:
-        median = statistics.median(row["errors"])
-        ref = base.get(row["estimator"])
-        ratio = "–"
-        if ref:
-            ratio = f"{median / statistics.median(ref['errors']):.2f}×"
-        rows.append(
-            [
-                row["estimator"],
-                row["every"],
-                f"{median:.3e}",
-                f"{min(row['errors']):.2e}–{max(row['errors']):.2e}",
-                ", ".join(f"{e:.2e}" for e in row["errors"]),
-                f"{statistics.median(row['wall_times_s']):.0f}",
-                ratio,
-                ", ".join(row["machines"]),
-            ]
-        )
-    seeds = ", ".join(map(str, record["summary"][0]["seeds"]))
-    header = ["estimator", "k", "median relative L2", "range over seeds"]
-    header += [f"seeds ({seeds})", "median wall time (s)", "median vs k = 1"]
-    header.append("machine")
-    gaps = sorted(record["weight_errors"].items())
-    lines += [
+        parts[:-1],
         "## Final relative L2 error",
-        "",
         "Relative L2 error on the 101×101 grid after the last step. Wall "
         "times depend on the machine and on what else ran on it: compare "
         "them within a machine only; the cost of a step for each k is "
         "measured in interleaved rounds by `benchmarks/step_time.py` "
         "(`docs/step-time.md`).",
-        "",
-        *harness.markdown_table(header, "lrrrlrrl", rows),
-        "",
+        harness.markdown_table(header.split("|"), "lrrrlrrl", rows),
         "Median over the tracked evaluations and conditions of "
         "|log(w_sketch / w_exact)|, seed 0 (exact weights at the run's own "
         "parameters and points, every --track-every steps):",
-        "",
-        *harness.markdown_table(
-            ["run", "median log-ratio"],
-            "lr",
-            [[k, f"{v:.3f}"] for k, v in gaps],
-        ),
-        "",
+        harness.markdown_table(["run", "median log-ratio"], "lr", gaps),
         "## Sketched against exact weights",
-        "",
-        "![Sketched vs exact weights](figures/spaced-samples-weights.png)",
-        "",
+        f"![Sketched vs exact weights]({FIGURE})",
         "Lines: the weights the run used; dots: the exact NTK weights at the "
         "same parameters and points.",
     ]
-    if record.get("long_runs"):
-        header = ["PINN", "steps", "training time (s)", "relative L2"]
-        header.append("machine, started")
-        rows = [
-            [r["pinn"], r["steps"], f"{r['wall_time_s']:.0f}"]
-            + [f"{r['relative_l2']:.3e}", f"{r['machine']}, {r['started']}"]
-            for r in record["long_runs"]
-        ]
-        lines += [
-            "",
+    long_runs = record.get("long_runs")
+    if long_runs:
+        header = "PINN|steps|training time (s)|relative L2|machine, started"
+        rows = [[c.format(**r) for c in LONG_ROW] for r in long_runs]
+        files = ", ".join(f"`{r['file']}`" for r in long_runs)
+        blocks += [
             "## Long runs",
-            "",
             "`benchmarks/wave_long_run.py --paper-settings`: the tutorial's "
             "settings as `pina-ntk wave --paper-settings` trains them "
-            "(parameter-space sketch, no safeguard) with the "
-            "learning-rate schedule stretched to the run, one process per "
-            "PINN, one torch thread; results in "
-            + ", ".join(f"`{r['file']}`" for r in record["long_runs"])
-            + ".",
-            "",
-            *harness.markdown_table(header, "lrrrl", rows),
+            "(parameter-space sketch, no safeguard) with the learning-rate "
+            "schedule stretched to the run, one process per PINN, one torch "
+            f"thread; results in {files}.",
+            harness.markdown_table(header.split("|"), "lrrrl", rows),
         ]
-    return "\n".join(lines) + "\n"
+    text = [b if isinstance(b, str) else "\n".join(b) for b in blocks]
+    return "\n\n".join(b for b in text if b) + "\n"
 
 
 def plot(runs, path):
     """Sketched vs exact weights along the seed-0 runs."""
-    import matplotlib
+    from matplotlib import figure, rcParams
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tracked = [r for r in runs if r["tracked"]["steps"]]
     if not tracked:
         return
     estimators = sorted({r["estimator"] for r in tracked})
-    everys = sorted({r["every"] for r in tracked})
-    fig, axes = plt.subplots(
-        len(estimators),
-        len(everys),
-        figsize=(4.2 * len(everys), 3.4 * len(estimators)),
-        sharey=True,
-        squeeze=False,
-    )
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    ks = sorted({r["every"] for r in tracked})
+    fig = figure.Figure(figsize=(4.2 * len(ks), 3.4 * len(estimators)))
+    axes = fig.subplots(len(estimators), len(ks), sharey=True, squeeze=False)
+    colours = rcParams["axes.prop_cycle"].by_key()["color"]
     for run in tracked:
-        row = estimators.index(run["estimator"])
-        ax = axes[row][everys.index(run["every"])]
-        data = run["tracked"]
+        ax = axes[estimators.index(run["estimator"])][ks.index(run["every"])]
+        data, steps = run["tracked"], run["tracked"]["steps"]
         for i, name in enumerate(data["exact"][0]):
             colour = colours[i % len(colours)]
             sketch = [w.get(name, float("nan")) for w in data["sketch"]]
-            ax.plot(data["steps"], sketch, color=colour, lw=1.5, label=name)
+            ax.plot(steps, sketch, color=colour, lw=1.5, label=name)
             exact = [w[name] for w in data["exact"]]
-            ax.plot(
-                data["steps"], exact, color=colour, ls="none", marker="o", ms=3
-            )
+            ax.plot(steps, exact, color=colour, ls="none", marker="o", ms=3)
         ax.set_yscale("log")
         ax.set_title(f"{run['estimator']}, k = {run['every']}")
         ax.set_xlabel("optimisation step")
     for row in axes:
         row[0].set_ylabel("loss weight (log)")
-    first = next(ax for row in axes for ax in row if ax.lines)
-    axes[0][0].legend(
-        *first.get_legend_handles_labels(),
-        fontsize=7,
-        title="line: sketch, dots: exact",
-    )
+    handles = next(a for a in axes.flat if a.lines).get_legend_handles_labels()
+    axes[0][0].legend(*handles, fontsize=7, title="line: sketch, dots: exact")
     fig.suptitle(
         "Wave tutorial, seed 0: sketched weights vs exact weights at the "
         "same parameters"
     )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def write_outputs(record, output_dir, figure=True):
     """Write the JSON, the page and (with ``figure``) its figure."""
-    record["summary"] = summarise(record["runs"], record["parts"])
-    record["weight_errors"] = weight_errors(record["runs"])
+    summarise(record)
     harness.write_json(os.path.join(output_dir, "spaced-samples.json"), record)
-    page = os.path.join(output_dir, "spaced-samples.md")
+    page = os.path.join(output_dir, PAGE)
     harness.write_page(page, SCRIPT, render(record), TITLE)
     if figure:
-        os.makedirs(os.path.join(output_dir, "figures"), exist_ok=True)
-        plot(
-            record["runs"],
-            os.path.join(output_dir, "figures", "spaced-samples-weights.png"),
-        )
+        plot(record["runs"], os.path.join(output_dir, FIGURE))
 
 
 def main(argv=None):
     """Run the study, or combine or re-render results; the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=None)
-    parser.add_argument("--error-every", type=int, default=500)
-    parser.add_argument(
-        "--track-every",
-        type=int,
-        default=1000,
-        help="steps between exact weights along the seed-0 runs (a "
-        "multiple of --error-every)",
-    )
-    parser.add_argument(
-        "--long-runs",
-        nargs="+",
-        default=[],
-        metavar="JSON",
-        help="results of benchmarks/wave_long_run.py to report (with "
-        "--combine)",
-    )
-    parser.add_argument(
-        "--estimators", nargs="+", choices=ESTIMATORS, default=ESTIMATORS
-    )
-    parser.add_argument("--every", nargs="+", type=int, default=EVERY)
-    parser.add_argument("--seeds", nargs="+", type=int, default=SEEDS)
+    add = parser.add_argument
+    add("--steps", type=int)
+    add("--error-every", type=int, default=500)
+    add("--track-every", type=int, default=1000, help="seed 0's exact weights")
+    add("--long-runs", nargs="+", default=[], help="wave_long_run.py JSON")
+    add("--estimators", nargs="+", choices=ESTIMATORS, default=ESTIMATORS)
+    add("--every", nargs="+", type=int, default=EVERY)
+    add("--seeds", nargs="+", type=int, default=SEEDS)
     harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
     args = parser.parse_args(argv)
     if args.from_json:
         record = harness.read_json(args.from_json)
-        page = os.path.join(args.output_dir, "spaced-samples.md")
+        page = os.path.join(args.output_dir, PAGE)
         harness.write_page(page, SCRIPT, render(record), TITLE)
         return 0
     if args.combine:
@@ -364,20 +253,11 @@ def main(argv=None):
         SCRIPT, argv, args.machine_label, workers=args.workers, threads=1
     )
     record = {"script": SCRIPT, "parts": [part], "runs": []}
-    jobs = [
-        dict(
-            estimator=estimator,
-            every=every,
-            seed=seed,
-            steps=args.steps,
-            error_every=args.error_every,
-            track_every=args.track_every,
-            quick=args.quick,
-        )
-        for every in args.every  # the slowest (k = 1, predictor) first
-        for estimator in reversed(args.estimators)
-        for seed in args.seeds
-    ]
+    common = dict(steps=args.steps, error_every=args.error_every)
+    common.update(track_every=args.track_every, quick=args.quick)
+    # the slowest (k = 1, predictor) first
+    order = itertools.product(args.every, reversed(args.estimators), args.seeds)
+    jobs = [dict(estimator=e, every=k, seed=s, **common) for k, e, s in order]
 
     def keep(job, run):
         if "worker_error" in run:

@@ -123,9 +123,20 @@ def geometric_mean(values):
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
+def identity(run):
+    """:return: ``(problem, weighting, seed)`` of a run."""
+    return run["problem"], run["weighting"], run["seed"]
+
+
+def current(runs):
+    """The runs not superseded by a rerun (every run stays in the results;
+    a rerun's reason is on the superseded one)."""
+    return [r for r in runs if "superseded" not in r]
+
+
 def paired(runs, problem, weighting, against):
     """``[(run, reference run)]`` of one problem, paired by seed."""
-    found = {(r["weighting"], r["seed"]): r for r in runs
+    found = {(r["weighting"], r["seed"]): r for r in current(runs)
              if r["problem"] == problem}  # fmt: skip
     return [
         (run, found[(against, seed)])

@@ -1,16 +1,10 @@
 """One long wave-equation run with its error against training time.
 
-The long run of the spaced-sample study (docs/spaced-samples.md): the wave
-tutorial's settings (:class:`~pina_ntk.paper.experiments.wave.WaveSettings`)
-for ``--steps`` Adam steps, the learning-rate schedule stretched to the run
-(ten decays by 0.75 over the run, as the tutorial's ten over 10,000 steps),
-the relative L2 error on the 101×101 grid recorded every ``--error-every``
-steps with the training time spent so far (evaluations excluded). Run one
-process per weighting, one thread each; give the unweighted PINN the steps
-that take it the weighted run's wall time.
-
-    python benchmarks/wave_long_run.py --weighting sketch --steps 60000 \\
-        --output long-sketch.json
+The long runs of docs/spaced-samples.md: the wave tutorial's settings for
+``--steps`` steps, the learning-rate schedule stretched to ten decays over
+the run, the relative L2 error every ``--error-every`` steps with the
+training time so far. Run one process per weighting, one thread each; give
+the unweighted PINN the steps that take it the weighted run's time.
 """
 
 import argparse
@@ -22,7 +16,6 @@ from pathlib import Path
 import torch
 
 import harness
-
 from pina_ntk.paper.experiments.outputs import relative_error_fn
 from pina_ntk.paper.experiments.settings import WEIGHTINGS
 from pina_ntk.paper.experiments.training import train_pinn
@@ -30,70 +23,30 @@ from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
 from pina_ntk.paper.problems import WaveProblem
 
 
-def long_run_settings(steps, weighting, seed, paper=False, **overrides):
-    """
-    The tutorial's settings over ``steps`` steps, the schedule stretched.
-
-    :param int steps: Adam steps.
-    :param str weighting: ``"none"``, ``"exact"`` or ``"sketch"``.
-    :param int seed: The seed.
-    :param bool paper: The settings of the earlier runs
-        (:meth:`~pina_ntk.paper.experiments.settings.ExperimentSettings.paper`,
-        as ``pina-ntk --paper-settings``) instead of the weightings'
-        defaults; the committed long runs used them.
-    :return: The settings.
-    :rtype: WaveSettings
-    """
-    build = WaveSettings.paper if paper else WaveSettings
-    return build(
-        steps=steps,
-        lr_decay_steps=max(1, steps // 10),
-        weightings=(weighting,),
-        seed=seed,
-        **overrides,
-    )
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weighting", choices=WEIGHTINGS, required=True)
-    parser.add_argument("--steps", type=int, required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--error-every", type=int, default=1000)
-    parser.add_argument(
-        "--sample-every",
-        type=int,
-        default=None,
-        help="SketchNTKWeighting(sample_every_n_steps=...) (default: its)",
-    )
-    parser.add_argument("--estimator", default=None)
-    parser.add_argument(
-        "--paper-settings",
-        action="store_true",
-        help="the earlier runs' settings, as pina-ntk --paper-settings "
-        "(the committed docs/long-runs were trained with them)",
-    )
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--output", required=True)
+    add = parser.add_argument
+    add("--weighting", choices=WEIGHTINGS, required=True)
+    add("--steps", type=int, required=True)
+    add("--seed", type=int, default=0)
+    add("--error-every", type=int, default=1000)
+    add("--sample-every", type=int, help="default: SketchNTKWeighting's")
+    add("--estimator")
+    # the earlier runs' settings, which the committed docs/long-runs used
+    add("--paper-settings", action="store_true", help="as pina-ntk's")
+    add("--threads", type=int, default=1)
+    add("--output", required=True)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    overrides = {}
-    if args.sample_every is not None:
-        overrides["sample_every"] = args.sample_every
-    if args.estimator is not None:
-        overrides["estimator"] = args.estimator
-    settings = long_run_settings(
-        args.steps, args.weighting, args.seed, args.paper_settings, **overrides
-    )
-    _, _, points, exact = wave_grid(settings.grid)
+    options = dict(sample_every=args.sample_every, estimator=args.estimator)
+    options = {k: v for k, v in options.items() if v is not None}
+    options.update(steps=args.steps, lr_decay_steps=max(1, args.steps // 10))
+    build = WaveSettings.paper if args.paper_settings else WaveSettings
+    settings = build(weightings=(args.weighting,), seed=args.seed, **options)
+    error = relative_error_fn(*wave_grid(settings.grid)[2:])
+    fit = dict(error_fn=error, error_every=args.error_every)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
-    run = train_pinn(
-        WaveProblem(),
-        args.weighting,
-        settings,
-        error_fn=relative_error_fn(points, exact),
-        error_every=args.error_every,
-    )
+    run = train_pinn(WaveProblem(), args.weighting, settings, **fit)
     record = {
         "weighting": args.weighting,
         "settings": settings.as_dict(),

@@ -1,6 +1,4 @@
-"""The wave-problem studies' page (``step_time.py``, ``peak_memory.py``,
-``sketch_accuracy.py``, ``overhead.py``), rendered from a results document
-alone: the time and memory table, the targets and the accuracy section."""
+"""The wave-problem studies' page, rendered from a results document alone."""
 
 import os
 
@@ -8,7 +6,7 @@ import harness
 from harness import fmt, markdown_table
 
 
-def method_link(output, anchor=""):
+def method_link(output):
     """The link to ``docs/benchmark-method.md`` from a page at ``output``:
     relative in the repository, the repository path otherwise."""
     target = "docs/benchmark-method.md"
@@ -17,49 +15,71 @@ def method_link(output, anchor=""):
         if os.path.commonpath([folder, harness.ROOT]) == harness.ROOT:
             method = os.path.join(harness.ROOT, target)
             target = os.path.relpath(method, folder).replace(os.sep, "/")
-    return target + (f"#{anchor}" if anchor else "")
+    return target
 
 
-def weighting_table(document, time, memory):
-    """The table with one row per network and configuration."""
+def section(title, intro, header, rows, align):
+    """A section's lines: title, introduction and table."""
+    table = markdown_table(header, align, rows)
+    return ["", f"## {title}", "", intro, "", *table]
+
+
+def weighting_section(document, link):
+    """The table with a row per network and configuration."""
+    rows, depth = document["rows"], document["settings"]["depth"]
+    time, memory = (any(k in row for row in rows) for k in ("time", "memory"))
     header = ["network", "weighting"]
     header += ["ms / step", "× unweighted", "range over rounds"] * time
     header += ["peak extra memory (MiB)", "× unweighted"] * memory
-    depth = document["settings"]["depth"]
     cells = []
-    for row in document["rows"]:
+    for row in rows:
         count = document["parameters"][str(row["width"])]
         line = [f"{depth}×{row['width']} ({count:,} parameters)", row["label"]]
         if time:
             ms, ratio, low, high = row["time"]
             line += [fmt(ms, 1), fmt(ratio), f"{fmt(low)}–{fmt(high)}"]
-        if memory:
-            line += [fmt(row["memory"][0]), fmt(row["memory"][1])]
-        cells.append(line)
-    return markdown_table(header, "ll" + "r" * (len(header) - 2), cells)
+        cells.append(line + [fmt(value) for value in row.get("memory", [])])
+    reference = any(r["label"].startswith("*reference") for r in rows)
+    text = [
+        "Time: median over rounds of the per-round ratio to the same round's "
+        f"unweighted runs, and its range ([method]({link}#time-per-step))",
+        "memory: ratio to the unweighted run of the same network "
+        f"([method]({link}#peak-extra-memory))",
+        f"rows in italics are the [reference rows]({link}#reference-rows)",
+    ]
+    text = [t for t, shown in zip(text, (time, memory, reference)) if shown]
+    title = {(1, 1): "Time and memory", (1, 0): "Time per step"}
+    title = title.get((time, memory), "Peak extra memory")
+    intro = "; ".join(text)
+    intro = intro[0].upper() + intro[1:] + "."
+    return section(title, intro, header, cells, "ll" + "r" * (len(header) - 2))
 
 
-def target_table(document, with_reference):
+def target_section(document, link):
     """The targets table; the reference column only where one is known."""
+    checks, depth = document["targets"], document["settings"]["depth"]
+    with_reference = any(c.get("reference") is not None for c in checks)
     header = ["network", "quantity", "measured", "target", "verdict"]
     header += ["unavoidable work alone"] * with_reference
     rows = []
-    for check in document["targets"]:
-        row = [
-            f"{document['settings']['depth']}×{check['width']}",
-            check["label"],
-            f"{fmt(check['measured'], 3)}×",
-            f"≤ {check['limit']:g}×",
-            "pass" if check["measured"] <= check["limit"] else "**fail**",
-        ]
+    for check in checks:
+        measured, limit = check["measured"], check["limit"]
+        cells = [f"{depth}×{check['width']}", check["label"]]
+        cells += [f"{fmt(measured, 3)}×", f"≤ {limit:g}×"]
+        cells.append("pass" if measured <= limit else "**fail**")
         if with_reference:
             reference = check.get("reference")
-            row.append("—" if reference is None else f"{fmt(reference, 3)}×")
-        rows.append(row)
-    return markdown_table(header, "llrrl" + "r" * with_reference, rows)
+            cells.append("—" if reference is None else f"{fmt(reference, 3)}×")
+        rows.append(cells)
+    intro = f"[Targets]({link}#targets)" + with_reference * (
+        "; the last column is the ratio of the matching reference row: the "
+        "unavoidable part of the measured ratio"
+    )
+    align = "llrrl" + "r" * with_reference
+    return section("Targets", intro + ".", header, rows, align)
 
 
-def accuracy_section(accuracy, output):
+def accuracy_section(accuracy, link):
     """The accuracy section, from the page's numbers."""
     checkpoints, names = accuracy["checkpoints"], accuracy["names"]
     errors = [
@@ -71,84 +91,41 @@ def accuracy_section(accuracy, output):
         for label, exact, sketch in accuracy["weights"]
     ]
     columns = [f"`{n}` exact" for n in names] + [f"`{n}` sketch" for n in names]
-    link = method_link(output, "accuracy-of-the-sketched-weights")
-    return [
-        "## Accuracy of the sketched weights",
-        "",
+    intro = (
         "Max over conditions of |w_sketch − w_exact| / w_exact in percent, "
         "median over seeds; last column: largest value over steps and "
-        f"seeds; [method]({link}).",
-        "",
-        *markdown_table(
-            ["estimator", *(f"step {c}" for c in checkpoints), "max"],
-            "l" + "r" * (len(checkpoints) + 1),
-            errors,
-        ),
-        "",
-        f"Weights at step {accuracy['step']}, seed {accuracy['seed']} (each "
-        "run has its own exact reference):",
-        "",
-        *markdown_table(
-            ["estimator", *columns], "l" + "r" * len(columns), weights
-        ),
-    ]
+        f"seeds; [method]({link}#accuracy-of-the-sketched-weights)."
+    )
+    header = ["estimator", *(f"step {c}" for c in checkpoints), "max"]
+    align = "l" + "r" * (len(checkpoints) + 1)
+    title = "Accuracy of the sketched weights"
+    lines = section(title, intro, header, errors, align)
+    note = f"Weights at step {accuracy['step']}, seed {accuracy['seed']} (each "
+    note += "run has its own exact reference):"
+    lines += ["", note, ""]
+    align = "l" + "r" * len(columns)
+    return lines + markdown_table(["estimator", *columns], align, weights)
 
 
 def render(document, output=None):
     """
-    The page of a wave-problem study, from its results document alone.
+    The markdown block of a study's page.
 
-    :param dict document: ``script``, ``parts``, ``settings``, ``lines``
-        (the settings in words), ``parameters`` and, as measured, ``rows``
-        (per network and configuration: ``time`` = [ms, ratio, low, high],
-        ``memory`` = [MiB, ratio]), ``targets`` and ``accuracy``.
-    :param output: The page's path (for the method links), or ``None``.
-    :return: The markdown block.
-    :rtype: str
+    :param dict document: The results (``rows`` with ``time`` = [ms, ratio,
+        low, high], ``memory`` = [MiB, ratio]; ``targets``, ``accuracy``).
+    :param output: The page's path (for its links), or ``None``.
     """
+    link = method_link(output)
     lines = [
-        "How it measures and what each row means: "
-        f"[benchmark method]({method_link(output)}).",
+        f"How it measures and what each row means: [benchmark method]({link}).",
         "",
         *harness.header_lines(document["parts"][0]),
         *(f"- {line}" for line in document["lines"]),
     ]
-    rows = document.get("rows", [])
-    time, memory = (any(k in row for row in rows) for k in ("time", "memory"))
-    if rows:
-        text = []
-        if time:
-            text.append(
-                "Time: median over rounds of the per-round ratio to the same "
-                "round's unweighted runs, and its range ([method]"
-                f"({method_link(output, 'time-per-step')}))"
-            )
-        if memory:
-            text.append(
-                "memory: ratio to the unweighted run of the same network "
-                f"([method]({method_link(output, 'peak-extra-memory')}))"
-            )
-        if any(r["label"].startswith("*reference") for r in rows):
-            text.append(
-                f"rows in italics are the [reference rows]"
-                f"({method_link(output, 'reference-rows')})"
-            )
-        title = {(1, 1): "Time and memory", (1, 0): "Time per step"}
-        title = title.get((time, memory), "Peak extra memory")
-        intro = "; ".join(text)
-        lines += ["", f"## {title}", "", intro[0].upper() + intro[1:] + ".", ""]
-        lines += weighting_table(document, time, memory)
+    if document.get("rows"):
+        lines += weighting_section(document, link)
     if document.get("targets"):
-        checks = document["targets"]
-        with_reference = any(c.get("reference") is not None for c in checks)
-        intro = f"[Targets]({method_link(output, 'targets')})"
-        if with_reference:
-            intro += (
-                "; the last column is the ratio of the matching reference "
-                "row: the unavoidable part of the measured ratio"
-            )
-        table = target_table(document, with_reference)
-        lines += ["", "## Targets", "", intro + ".", "", *table]
+        lines += target_section(document, link)
     if "accuracy" in document:
-        lines += ["", *accuracy_section(document["accuracy"], output)]
+        lines += accuracy_section(document["accuracy"], link)
     return "\n".join(lines) + "\n"

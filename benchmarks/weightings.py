@@ -7,14 +7,17 @@ excluded), and each condition's loss and applied weight. Writes
 ``weightings.json`` (after each finished run, so an interrupted run keeps
 what it measured), the block of ``weightings.md`` and two figures per
 problem rendered from it (error against time; condition losses and
-weights), and with ``--readme`` README.md's *Choosing a weighting* table.
+weights), README.md's headline figure from the wave runs, and with
+``--half`` a half of the problem suite (its page: ``suite_page.py``).
 A full run first times ``--calibrate`` steps of each pair to start the
 longest jobs first. The problems, weightings and
 settings are in ``weightings_setup.py``, the page in ``weightings_page.py``.
 
     python benchmarks/weightings.py                 # docs/weightings.md
     python benchmarks/weightings.py --quick --output-dir /tmp/weightings
-    python benchmarks/weightings.py --from-json docs/weightings.json --readme
+    python benchmarks/weightings.py --from-json docs/weightings.json
+    python benchmarks/weightings.py --half confirmation \
+        --output-dir docs/suite/confirmation --resume
     # split over two machines, then combined into docs/
     python benchmarks/weightings.py --problems poisson --output-dir a
     python benchmarks/weightings.py --problems wave --output-dir b
@@ -46,12 +49,7 @@ from pina_ntk.paper.experiments.outputs import grid_points, relative_error_fn
 from pina_ntk.paper.experiments.settings import make_weighting
 from pina_ntk.paper.experiments.wave import WaveSettings
 
-from weightings_page import (  # noqa: F401 (render: the page tests')
-    README_MARKERS,
-    readme_table,
-    render,
-    write_outputs,
-)
+from weightings_page import render, write_outputs  # noqa: F401 (tests)
 from weightings_setup import (
     FEEDFORWARD,
     FIXED_POINTS,
@@ -350,14 +348,18 @@ def main(argv=None):
         "folder's weightings.json",
     )
     add(
-        "--readme",
-        nargs="?",
-        const=os.path.join(harness.ROOT, "README.md"),
-        metavar="FILE",
-        help="also write the compact table into README.md (or FILE)",
+        "--rerun",
+        nargs="+",
+        default=[],
+        metavar="PROBLEM/WEIGHTING/SEED",
+        help="with --resume: run these again; the earlier run stays, marked "
+        "superseded with --rerun-reason",
     )
+    add("--rerun-reason", help="why the --rerun runs are made again")
     harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
     args = parser.parse_args(argv)
+    if args.rerun and not (args.resume and args.rerun_reason):
+        parser.error("--rerun needs --resume and --rerun-reason.")
     for name in ("seeds", "steps", "workers"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1.")
@@ -378,11 +380,6 @@ def main(argv=None):
     else:
         document = run_all(args, argv)
     write_outputs(document, args.output_dir)
-    if args.readme:
-        page = os.path.join(args.output_dir, "weightings.md")
-        page = os.path.relpath(page, os.path.dirname(args.readme))
-        table = readme_table(document, page.replace(os.sep, "/"))
-        harness.write_block(args.readme, *README_MARKERS, table)
     return 130 if document.get("interrupted") else 0
 
 
@@ -403,8 +400,11 @@ def run_all(args, argv):
         if args.weightings:
             return list(dict.fromkeys(args.weightings))
         smoothing = problem in SMOOTHING_PROBLEMS
+        # "default" repeats one of the sketches: the suite runs it by name
         return [
-            w for w in WEIGHTINGS if smoothing or w not in SMOOTHING_WEIGHTINGS
+            w
+            for w in WEIGHTINGS
+            if (smoothing or w not in SMOOTHING_WEIGHTINGS) and w != "default"
         ]
 
     def log(message):
@@ -423,33 +423,45 @@ def run_all(args, argv):
         ms = costs.get(pair(job)) or 0.0
         return job["steps"] * ms / 1e3
 
-    kept, path = [], os.path.join(args.output_dir, "weightings.json")
+    path = os.path.join(args.output_dir, "weightings.json")
+    earlier = {"parts": [], "runs": [], "problems": [], "weightings": []}
     if args.resume and os.path.exists(path):
-        # a recorded run is kept when it has every setting of its job
-        done = {key(r): r for r in harness.read_json(path)["runs"]}
+        # every recorded run stays, with its part; a job is skipped when a
+        # run has every setting of it (the calibration only orders jobs)
+        earlier = harness.read_json(path)
+        done = {key(r): r for r in earlier["runs"]}
 
         def same(job):
-            return job.items() <= done.get(key(job), {}).items()
+            if "/".join(map(str, key(job))) in args.rerun:
+                return False
+            setting = {k: v for k, v in job.items() if k != "calibrate"}
+            return setting.items() <= done.get(key(job), {}).items()
 
-        kept = [done[key(j)] for j in jobs if same(j)]
         jobs = [j for j in jobs if not same(j)]
-        log(f"resuming: {len(kept)} runs kept, {len(jobs)} to run")
+        kept = len(earlier["runs"])
+        log(f"resuming: {kept} runs kept, {len(jobs)} to run")
     jobs.sort(key=seconds, reverse=True)  # longest first
     if costs:
         minutes = sum(map(seconds, jobs)) / args.workers / 60
         log(
             f"{len(jobs)} runs, {args.workers} workers: about {minutes:.0f} min"
         )
-    chosen = [w for p in problems for w in weightings_of(p)]
+    chosen = earlier["weightings"] + [
+        w for p in problems for w in weightings_of(p)
+    ]
+    index = len(earlier["parts"])
     document = {
         "script": SCRIPT,
-        "parts": [part],
+        "parts": earlier["parts"] + [part],
         "settings": settings,
-        "problems": problems,
+        "problems": list(dict.fromkeys(earlier["problems"] + problems)),
         "weightings": list(dict.fromkeys(chosen)),
-        "planned_runs": len(jobs) + len(kept),
-        "calibration_ms_per_step": costs,
-        "runs": [dict(r, part=0) for r in kept],
+        "planned_runs": len(jobs) + len(earlier["runs"]),
+        "calibration_ms_per_step": {
+            **earlier.get("calibration_ms_per_step", {}),
+            **costs,
+        },
+        "runs": earlier["runs"],
     }
 
     def keep(job, record):
@@ -458,7 +470,11 @@ def run_all(args, argv):
             record.update(history={"steps": [], "seconds": [], "errors": []})
             record.update(final_weights={}, final_error=None, ms_per_step=None)
             record["train_seconds"] = None
-        document["runs"].append(dict(record, part=0))
+        for run in document["runs"]:  # a rerun: the earlier run stays
+            if key(run) == key(job) and "superseded" not in run:
+                reason = args.rerun_reason or "run again with other settings"
+                run["superseded"] = {"part": index, "reason": reason}
+        document["runs"].append(dict(record, part=index))
         harness.write_json(path, document)
         done, planned = len(document["runs"]), document["planned_runs"]
         log(

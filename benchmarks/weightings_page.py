@@ -1,6 +1,6 @@
 """The weightings benchmark's page, from its results document alone: the
 error at equal steps and at equal time, the cost per step, failures, one
-figure per problem and README.md's compact table."""
+figure per problem."""
 
 import math
 import os
@@ -10,7 +10,6 @@ import harness
 from weightings_setup import (
     FIXED_POINTS,
     PROBLEMS,
-    README_WEIGHTINGS,
     SCRIPT,
     SMOOTHING_COMPARED,
     SMOOTHING_PROBLEMS,
@@ -74,7 +73,7 @@ def analyse(runs, problem, weightings):
     ``at_budget`` errors, median ``ms_per_step`` and ``cost_ratio`` to
     ``none``'s.
     """
-    rows = {}
+    rows, runs = {}, [r for r in runs if "superseded" not in r]
     for weighting in weightings:
         own = [r for r in runs if key(r)[:2] == (problem, weighting)]
         if not own:
@@ -173,9 +172,11 @@ def options_text(runs, weighting):
     return "—"
 
 
-def make_figure(problem, analysis, every, path):
+def make_figure(problem, analysis, every, path, names=None):
     """Error against training time, a colour per weighting: thin lines the
-    seeds, thick the median over seeds, dotted the time budget."""
+    seeds, thick the median over seeds, dotted the time budget; ``names``
+    (``{weighting: text}``) labels the curves as a user writes them and
+    puts the legend outside them."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,6 +197,7 @@ def make_figure(problem, analysis, every, path):
             ]
             ax.plot(*median, color=colour, lw=2.0)
         text = label(weighting, every).replace("`", "")
+        text = names[weighting] if names else text
         ax.plot([], [], color=colour, lw=2.0, label=text)
     if analysis["budget"]:
         budget = analysis["budget"]
@@ -205,10 +207,31 @@ def make_figure(problem, analysis, every, path):
     ax.set_ylabel("relative L2 error")
     ax.set_title(f"{problem}: error against training time")
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="best")
+    if names:  # outside the curves
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        fig.set_size_inches(9.5, 4.2)
+    else:
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+#: README.md's headline figure: the wave problem with no weighting, PINA's
+#: rules and the default, which there trains as the sketch without the
+#: band (the band does not act on a time-dependent problem).
+HEADLINE = ("wave", "figures/weightings/wave-headline.png")
+HEADLINE_ROWS = ("none", "pina_self_adaptive", "pina_ntk")
+HEADLINE_ROWS += ("sketch_predictor",)
+
+
+def headline_names(every):
+    """The headline's curves as a user writes them."""
+    names = {w: label(w, every).replace("`", "") for w in HEADLINE_ROWS}
+    names = {w: text.replace("PINA ", "") for w, text in names.items()}
+    return dict(
+        names, none="no weighting", sketch_predictor="SketchNTKWeighting()"
+    )
 
 
 # -------------------------------------------------------------------- page
@@ -327,6 +350,20 @@ def problem_section(document, problem):
     return lines
 
 
+def superseded_lines(runs):
+    """The runs superseded by a rerun, each with the reason (they stay in
+    the results file and out of the tables)."""
+    found = [
+        f"- {r['problem']}, {r['weighting']}, seed {r['seed']} (part "
+        f"{r['part'] + 1}): {r['superseded']['reason']}"
+        for r in runs
+        if "superseded" in r
+    ]
+    if not found:
+        return []
+    return ["Superseded by a rerun, left out of the tables:", "", *found, ""]
+
+
 def render(document):
     """The page's generated block, from the results document alone."""
     runs, settings = document["runs"], document["settings"]
@@ -348,6 +385,7 @@ def render(document):
         f"{settings['grid']}² grid of the input box, {settings['records']} "
         "times per run.",
         "",
+        *superseded_lines(runs),
         "## Summary",
         "",
         "Median relative L2 over seeds; per problem the lowest in bold; — "
@@ -385,24 +423,6 @@ def render(document):
     return "\n".join(lines) + "\n"
 
 
-#: The markers of README.md's compact table.
-README_MARKERS = ("<!-- weightings-table -->", "<!-- /weightings-table -->")
-
-
-def readme_table(document, page="docs/weightings.md"):
-    """README.md's *Choosing a weighting* table: the median relative L2 at
-    each problem's time budget of the weightings of
-    :data:`README_WEIGHTINGS`, the lowest in bold, and a link to ``page``
-    (the page of ``document``, relative to the README)."""
-    link = (
-        "Medians over seeds at each problem's time budget; set-up, ranges "
-        f"and costs: [{page}]({page})."
-    )
-    shown = [w for w in document["weightings"] if w in README_WEIGHTINGS]
-    table = summary_table(dict(document, weightings=shown), final=False)
-    return "\n".join([*table, "", link]) + "\n"
-
-
 def write_outputs(document, output_dir):
     """Write the JSON, the page and the figures."""
     harness.write_json(os.path.join(output_dir, "weightings.json"), document)
@@ -416,6 +436,14 @@ def write_outputs(document, output_dir):
             path = os.path.join(folder, f"{problem}.png")
             every = document["settings"]["update_every"]
             make_figure(problem, analysis, every, path)
+            if problem == HEADLINE[0] and set(HEADLINE_ROWS) <= set(
+                analysis["rows"]
+            ):
+                rows = {w: analysis["rows"][w] for w in HEADLINE_ROWS}
+                path = os.path.join(output_dir, HEADLINE[1])
+                headline = dict(analysis, rows=rows)
+                names = headline_names(every)
+                make_figure(problem, headline, every, path, names)
             if has_condition_history(analysis):
                 path = os.path.join(folder, f"{problem}-conditions.png")
                 make_condition_figure(problem, analysis, every, path)

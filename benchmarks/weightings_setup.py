@@ -75,6 +75,8 @@ WEIGHTINGS = {
     "sketch_predictor": (
         SKETCH + "gradient_band=None)`", "sketch", {"gradient_band": None}
     ),
+    # SketchNTKWeighting() as shipped: the suite's runs of the default
+    "default": ("`SketchNTKWeighting()`, the default", "sketch", {}),
     # the sketch with a gradient-norm factor in a band around its weights
     # (4: the default)
     **{
@@ -111,12 +113,6 @@ WEIGHTINGS = {
     ),
 }
 # fmt: on
-#: The README's rows, where they were run: the plain sum, PINA's
-#: self-adaptive weights and the library's recommended configurations.
-README_WEIGHTINGS = ("none", "pina_self_adaptive", "sketch_band_4")
-README_WEIGHTINGS += ("sketch_predictor",)
-README_WEIGHTINGS += ("exact_rayleigh", "exact_rayleigh_smoothed")
-README_WEIGHTINGS += ("sketch_rayleigh",)
 SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")
 SMOOTHING_PROBLEMS = ("wave", "helmholtz", "poisson")
 SMOOTHING_COMPARED = (*SMOOTHING_WEIGHTINGS, "exact", "sketch_parameter")

@@ -38,6 +38,7 @@ import sketch_accuracy  # noqa: E402
 import spaced_samples  # noqa: E402
 import step_time  # noqa: E402
 import wave_long_run  # noqa: E402
+import suite_protocol  # noqa: E402
 import weightings  # noqa: E402
 
 METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
@@ -317,7 +318,7 @@ def test_weightings_quick(tmp_path, capsys):
     run in the JSON and the page, each run with a finite error or a
     reported failure, one figure per problem; then ``--combine`` with a
     tiny run of another problem and machine label (and its refusal of a run
-    given twice), and ``--readme`` into a README's marked block."""
+    given twice)."""
 
     def run(*arguments):
         code, _ = run_main(weightings, *arguments, "--workers", "1")
@@ -330,7 +331,8 @@ def test_weightings_quick(tmp_path, capsys):
     assert weightings.render(data) in page
     problems, weightings_run = data["problems"], data["weightings"]
     assert len(problems) >= 2 and "wave" in problems
-    assert set(weightings_run) == set(weightings.WEIGHTINGS)
+    # every weighting but "default", which repeats a sketch by name
+    assert set(weightings_run) == set(weightings.WEIGHTINGS) - {"default"}
     # the quick problems are all smoothing problems: every weighting
     runs = {(r["problem"], r["weighting"]): r for r in data["runs"]}
     assert set(runs) == {(p, w) for p in problems for w in weightings_run}
@@ -418,16 +420,8 @@ def test_weightings_quick(tmp_path, capsys):
         run("--combine", files[0], files[0], "--output-dir", tmp_path)
     assert refused.value.code != 0
     assert "is in both" in capsys.readouterr().err
-    # README's compact table, between its markers
-    readme = tmp_path / "README.md"
-    begin, end = weightings.README_MARKERS
-    readme.write_text(f"# x\n\n{begin}\nold\n{end}\n", encoding="utf-8")
     json_file = combined / "weightings.json"
-    run("--from-json", json_file, "--output-dir", combined, "--readme", readme)
-    link = f"{combined.relative_to(tmp_path).as_posix()}/weightings.md"
-    assert harness.read_block(str(readme), begin, end) == (
-        weightings.readme_table(data, link)
-    )
+    run("--from-json", json_file, "--output-dir", combined)
     assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 
 
@@ -535,3 +529,49 @@ def test_suite_confirmation_half_quick(tmp_path):
     both = runs + [dict(r, weighting="sketch_predictor") for r in runs]
     summary = suite_protocol.summarise(both, ["sketch_predictor"], problems)
     assert summary["sketch_predictor"]["steps"]["to_none"] == pytest.approx(1)
+
+
+def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):
+    # a first part with the plain sum; a second asks for it again beside a
+    # second weighting: the first run is kept (not rerun), the second added
+    # under a part of its own, and the first part's provenance stays
+    flags = "--quick", "--problems", "poisson", "--workers", "1"
+    flags += ("--output-dir", tmp_path)
+    code, _ = run_main(weightings, *flags, "--weightings", "none")
+    assert code == 0
+    first = harness.read_json(tmp_path / "weightings.json")
+    code, _ = run_main(
+        weightings, *flags, "--resume", "--weightings", "none", "pina_ntk"
+    )
+    assert code == 0
+    second = harness.read_json(tmp_path / "weightings.json")
+    assert second["parts"][0] == first["parts"][0]
+    assert len(second["parts"]) == 2
+    assert second["runs"][0] == first["runs"][0]  # kept as it was
+    assert [(r["weighting"], r["part"]) for r in second["runs"]] == [
+        ("none", 0),
+        ("pina_ntk", 1),
+    ]
+    assert second["weightings"] == ["none", "pina_ntk"]
+    # a rerun of the plain sum: added as a third part, the earlier run
+    # marked superseded with the reason and left out of the pairing
+    code, _ = run_main(
+        weightings, *flags, "--resume", "--weightings", "none",
+        "--rerun", "poisson/none/0", "--rerun-reason", "shared the CPU",
+    )  # fmt: skip
+    assert code == 0
+    third = harness.read_json(tmp_path / "weightings.json")
+    assert [(r["weighting"], r["part"]) for r in third["runs"]] == [
+        ("none", 0),
+        ("pina_ntk", 1),
+        ("none", 2),
+    ]
+    assert third["runs"][0]["superseded"] == {
+        "part": 2,
+        "reason": "shared the CPU",
+    }
+    assert "superseded" not in third["runs"][2]
+    pairs = suite_protocol.paired(third["runs"], "poisson", "pina_ntk", "none")
+    assert pairs == [(third["runs"][1], third["runs"][2])]
+    page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
+    assert "- poisson, none, seed 0 (part 1): shared the CPU" in page

@@ -108,6 +108,19 @@ def test_readme_example_runs(tmp_path):
     check_printed_weights(result.stdout, record)
 
 
+def check_landing_page(readme, example, index):
+    """The docs' landing page includes the one quick start: the file
+    ``examples/quickstart.py`` holds the README's example to the letter."""
+    assert example == fenced_block_after(readme, MARKER, "python")
+    assert ".. literalinclude:: ../examples/quickstart.py" in index
+
+
+def test_docs_landing_page_shows_the_readme_example():
+    example = (ROOT / "examples" / "quickstart.py").read_text()
+    index = (ROOT / "docs" / "index.rst").read_text()
+    check_landing_page(README, example, index)
+
+
 def test_readme_is_a_short_page():
     check_short(README)
 
@@ -160,7 +173,7 @@ def test_an_edited_printed_line_is_caught(line):
         # the example no longer shows the sketch
         ("weighting=SketchNTKWeighting()", "weighting=None"),
         # no step count the test can shorten: it would train for hours
-        ("max_epochs=5000,", ""),
+        ("max_epochs=1000,", ""),
         # the test no longer finds the example
         (MARKER, "<!-- example -->"),
     ],
@@ -176,3 +189,14 @@ def test_a_longer_readme_is_caught():
     check_short(README)
     with pytest.raises(AssertionError):
         check_short(README + "\n" * MAX_LINES)
+
+
+def test_a_second_quick_start_is_caught():
+    example = (ROOT / "examples" / "quickstart.py").read_text()
+    index = (ROOT / "docs" / "index.rst").read_text()
+    with pytest.raises(AssertionError):  # the example drifts from the page
+        edited = example.replace("max_epochs=1000", "max_epochs=2000")
+        check_landing_page(README, edited, index)
+    with pytest.raises(AssertionError):  # the page shows another file
+        edited = index.replace("examples/quickstart.py", "examples/other.py")
+        check_landing_page(README, example, edited)

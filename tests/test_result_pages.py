@@ -31,6 +31,7 @@ import mutation_score  # noqa: E402
 import scaling  # noqa: E402
 import probe_variance  # noqa: E402
 import spaced_samples  # noqa: E402
+import suite_page  # noqa: E402
 import weightings  # noqa: E402
 
 #: Page, results file, the script that writes it, and its renderer.
@@ -45,6 +46,12 @@ PAGES = [
 ] + [
     ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
     ("weightings.md", "weightings.json", "weightings.py", None),
+    (
+        "suite/confirmation/weightings.md",
+        "suite/confirmation/weightings.json",
+        "weightings.py",
+        None,
+    ),
     *(
         (f"{name}.md", f"{name}.json", "weightings.py", None)
         for name in (
@@ -105,19 +112,15 @@ def check_page(page, results, script, renderer, docs=DOCS):
     assert block == render(page, document, renderer), f"{page} has drifted"
 
 
-def check_readme_table(readme):
+def check_readme_table(readme, docs=DOCS):
     """
-    Fail unless the README at ``readme`` holds, between its table markers,
-    the table rendered from the results of the page the table links.
+    Fail unless the README at ``readme`` holds, between its suite markers,
+    the block rendered from the problem suite's results under ``docs``.
     """
-    begin, end = weightings.README_MARKERS
-    block = harness.read_block(readme, begin, end)
-    assert block is not None, "the README lost its table block"
-    # the block links the page whose results it renders
-    page = re.findall(r"\[(docs/[\w/.-]+\.md)\]", block)[-1]
-    results = os.path.join(ROOT, os.path.dirname(page), "weightings.json")
-    document = harness.read_json(results)
-    assert block == weightings.readme_table(document, page), "table drifted"
+    block = harness.read_block(readme, *suite_page.README_MARKERS)
+    assert block is not None, "the README lost its suite block"
+    documents = suite_page.read_documents(docs)
+    assert block == suite_page.readme_block(documents), "table drifted"
 
 
 @pytest.mark.parametrize("page, results, script, renderer", PAGES)
@@ -137,7 +140,7 @@ def test_page_states_provenance_without_local_paths(
     assert "development machine" not in block
 
 
-def test_readme_table_is_rendered_from_the_weightings_results():
+def test_readme_table_is_rendered_from_the_suite_results():
     check_readme_table(os.path.join(ROOT, "README.md"))
 
 
@@ -148,6 +151,36 @@ def test_readme_scaling_block_is_rendered_from_the_scaling_results():
     document = harness.read_json(os.path.join(DOCS, "scaling.json"))
     assert block == scaling.readme_block(document)
     assert os.path.isfile(os.path.join(DOCS, scaling.FIGURE))
+
+
+def test_suite_page_is_rendered_from_the_suite_results():
+    block = harness.page_block(
+        os.path.join(DOCS, suite_page.PAGE), suite_page.SCRIPT
+    )
+    documents = suite_page.read_documents(DOCS)
+    assert block == suite_page.render(documents), "suite.md has drifted"
+    assert os.path.isfile(os.path.join(DOCS, suite_page.FIGURE))
+    for part in documents["confirmation"]["parts"]:
+        assert f"- Command: `{part['command']}`" in block
+
+
+def test_the_defaults_runs_are_the_shipped_default_on_every_setting():
+    # the runs under the key "default" are SketchNTKWeighting() as the
+    # library ships it now, five seeds on each confirmation setting: a
+    # change of a default without new runs fails here
+    from pina_ntk import SketchNTKWeighting
+
+    document = suite_page.read_documents(DOCS)["confirmation"]
+    runs = [r for r in document["runs"] if "default" in r["weighting"]]
+    split = suite_page.protocol.read_split()["confirmation"]
+    for entry in split:
+        seeds = {r["seed"] for r in runs if r["problem"] == entry["setting"]}
+        assert seeds >= set(range(5)), entry["setting"]
+    for run in runs:
+        shipped = weightings.describe_weighting(
+            SketchNTKWeighting(seed=run["seed"])
+        )
+        assert run["weighting_options"] == shipped, run["problem"]
 
 
 # The self-tests: each edit below is one the checks above exist to catch.
@@ -203,6 +236,6 @@ def test_an_edited_readme_table_is_caught(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copyfile(os.path.join(ROOT, "README.md"), readme)
     check_readme_table(readme)  # the copy passes
-    edit_a_table_number(readme, *weightings.README_MARKERS)
+    edit_a_table_number(readme, *suite_page.README_MARKERS)
     with pytest.raises(AssertionError, match="table drifted"):
         check_readme_table(readme)
