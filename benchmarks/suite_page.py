@@ -17,7 +17,7 @@ import sys
 
 import harness
 import suite_protocol as protocol
-from weightings_setup import label
+from weightings_setup import key, label
 
 SCRIPT = "suite_page.py"
 TITLE = "The problem suite: the default decided out of sample"
@@ -34,14 +34,16 @@ DEFAULT = "default"
 README_ROWS = ("none", "pina_self_adaptive", "pina_ntk")
 
 
-def the_default(document):
-    """The default's runs: ``default`` where run, else the candidate the
-    protocol decides for."""
-    if DEFAULT in complete(document):
-        return DEFAULT
+def decided(document):
+    """The candidate the protocol decides for on a half's runs."""
     runs, problems = document["runs"], document["problems"]
     summary = protocol.summarise(runs, complete(document), problems)
     return protocol.decide(summary, CANDIDATES)[0]
+
+
+def the_default(document):
+    """The default's runs: ``default`` where run, else :func:`decided`."""
+    return DEFAULT if DEFAULT in complete(document) else decided(document)
 
 
 def name(weighting, document):
@@ -180,10 +182,10 @@ def half_section(half, document):
     failed = sum(r["status"] != "ok" for r in live)
     superseded = len(runs) - len(live)
     settings = document["settings"]
-    latest = {protocol.identity(r): r for r in live}
+    latest = {key(r): r for r in live}
     same = sum(
         r["history"]["errors"]
-        == latest.get(protocol.identity(r), {}).get("history", {}).get("errors")
+        == latest.get(key(r), {}).get("history", {}).get("errors")
         for r in runs
         if "superseded" in r
     )

@@ -123,11 +123,6 @@ def geometric_mean(values):
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def identity(run):
-    """:return: ``(problem, weighting, seed)`` of a run."""
-    return run["problem"], run["weighting"], run["seed"]
-
-
 def current(runs):
     """The runs not superseded by a rerun (every run stays in the results;
     a rerun's reason is on the superseded one)."""

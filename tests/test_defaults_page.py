@@ -54,15 +54,7 @@ def test_the_band_default_is_the_protocols_decision():
     documents = suite_page.read_documents(os.path.join(ROOT, "docs"))
     document = documents["confirmation"]
     band = inspect.signature(SketchNTKWeighting).parameters["gradient_band"]
-    decided = suite_page.the_default(document)
-    if decided == suite_page.DEFAULT:  # the shipped default's own runs
-        decided = suite_page.protocol.decide(
-            suite_page.protocol.summarise(
-                document["runs"], suite_page.complete(document),
-                document["problems"],
-            ),
-            suite_page.CANDIDATES,
-        )[0]  # fmt: skip
+    decided = suite_page.decided(document)
     assert CANDIDATE[band.default] == decided
 
 
