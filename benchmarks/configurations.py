@@ -3,6 +3,7 @@ command line; their page: ``wave_study_page.py``. Method:
 ``docs/benchmark-method.md``."""
 
 import argparse
+import functools
 import gc
 import os
 import sys
@@ -136,15 +137,13 @@ STUDIES["accuracy"] = "sketch_accuracy:run_accuracy"
 
 
 def build_solver(task, key, safeguard="default", spec="row"):
-    """
-    ``(solver, callbacks)`` of row ``key``, seeded: every row has the same
+    """``(solver, callbacks)`` of row ``key``, seeded: every row has the same
     problem, points and initial network.
 
     :param dict task: ``problem``, ``width``, ``depth``, ``points``,
         ``seed``, ``period``.
     :param spec: ``(kind, options)`` as in :data:`CONFIGS` (sketches keep
-        the default band), or ``"row"``: row ``key``'s, without a band.
-    """
+        the default band), or ``"row"``: row ``key``'s, without a band."""
     lightning.seed_everything(task["seed"], verbose=False)
     problem = PROBLEMS[task.get("problem", "acoustic_wave")]()
     for domain, count in zip(DOMAINS, task["points"]):
@@ -205,22 +204,13 @@ class UnavoidableWork(Callback):
         self._calls = None
 
 
-def train(task, solver, steps, callbacks):
-    """Train ``steps`` full-batch steps with PINA's trainer, quietly."""
-    make_trainer(solver, steps, callbacks, task["accelerator"]).train()
-
-
-def parameter_count(solver):
-    """:return: The solver's number of parameters. :rtype: int"""
-    return sum(p.numel() for p in solver.parameters())
-
-
 def train_row(task, key, steps, *probes, **options):
-    """Train a fresh :func:`build_solver` of row ``key`` with ``probes``
-    first; return its number of parameters."""
+    """Train ``steps`` full-batch steps of a fresh :func:`build_solver` of
+    row ``key`` with ``probes`` first; return its number of parameters."""
     solver, callbacks = build_solver(task, key, **options)
-    count = parameter_count(solver)
-    train(task, solver, steps, [*probes, *callbacks])
+    count = sum(p.numel() for p in solver.parameters())
+    callbacks = [*probes, *callbacks]
+    make_trainer(solver, steps, callbacks, task["accelerator"]).train()
     del solver, callbacks
     gc.collect()
     return count
@@ -304,17 +294,14 @@ def summarise(results, settings, studies):
 
 
 def study_main(script, names, studies, default_output=None):
-    """A script's ``main``: flags ``names``, :data:`STUDIES` ``studies``."""
-
-    def main(argv=None):
-        """Measure (or read ``--from-json``) and write the page; return 0."""
-        return run_script(argv, script, names, studies, default_output)
-
-    return main
+    """A script's ``main(argv=None)``: flags ``names``, :data:`STUDIES`
+    ``studies``."""
+    return functools.partial(run_script, script, names, studies, default_output)
 
 
-def run_script(argv, script, names, studies, default_output):
-    """Write the results (``--output``'s name, ``.json``) and page."""
+def run_script(script, names, studies, default_output, argv=None):
+    """Measure (or read ``--from-json``), write the results (``--output``'s
+    name, ``.json``) and the page; return 0."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=f"The {TITLES[script]}.")
 

@@ -72,9 +72,9 @@ class MemoryProbe(Callback):
             torch.cuda.reset_peak_memory_stats()
             self._base = torch.cuda.memory_allocated()
             return
-        cpu = torch.profiler.ProfilerActivity.CPU
+        cpu = [torch.profiler.ProfilerActivity.CPU]
         self._profiler = torch.profiler.profile(
-            activities=[cpu], profile_memory=True
+            activities=cpu, profile_memory=True
         )
         self._profiler.start()
 
@@ -94,9 +94,8 @@ class MemoryProbe(Callback):
             ) from error
         # Releases of blocks allocated before profiling are not reported:
         # the running sum measures the growth above the starting level.
-        memory = sorted(
-            (e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"
-        )
+        events = [e for e in events if e.name() == "[memory]"]
+        memory = sorted((e.start_ns(), e.nbytes()) for e in events)
         sums = itertools.accumulate((n for _, n in memory), initial=0)
         self.peak_bytes = max(sums)
 
@@ -118,27 +117,13 @@ def run_worker(task, workdir):
     command += [json.dumps(task), "--result", result_path]
     threads = str(task["threads"])
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    completed = subprocess.run(
-        command, env=env, capture_output=True, text=True, check=False
-    )
+    completed = subprocess.run(command, env=env, capture_output=True, text=True)
     if completed.returncode != 0:
         raise RuntimeError(
             f"Worker {task['jobs']} failed (exit {completed.returncode}):\n"
             + (completed.stdout + completed.stderr)[-4000:]
         )
     return read_json(result_path)
-
-
-def _worker_main(task, result_path):
-    """Run the jobs of one :func:`run_worker` task in this process."""
-    # Lightning's data-loader advice is moot for one in-memory batch a step.
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    torch.set_num_threads(task["threads"])
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
-    results = {job: pkgutil.resolve_name(job)(task) for job in task["jobs"]}
-    envelope = {"results": results, "threads": torch.get_num_threads()}
-    Path(result_path).write_text(json.dumps(envelope), encoding="utf-8")
 
 
 def map_jobs(function, jobs, workers, on_result):
@@ -275,10 +260,12 @@ def fmt(value, digits=2):
     return f"{value:.{digits}f}"
 
 
-def markdown_table(header, align, rows):
-    """:return: The lines of a markdown table: ``align`` has one letter,
-    ``l`` or ``r``, per column, ``rows`` lists of cells (through ``str``).
-    Raises ``ValueError`` if either does not match the header."""
+def markdown_table(header, rows, align=None):
+    """:return: The lines of a markdown table: ``rows`` lists of cells
+    (through ``str``), ``align`` one letter, ``l`` or ``r``, per column
+    (default: the first ``l``, the others ``r``). Raises ``ValueError`` if
+    either does not match the header."""
+    align = align or "l" + "r" * (len(header) - 1)
     if len(align) != len(header) or set(align) - {"l", "r"}:
         raise ValueError(f"align needs one l or r per column, got {align!r}.")
     rules = "|".join("---:" if a == "r" else "---" for a in align)
@@ -288,6 +275,13 @@ def markdown_table(header, align, rows):
             raise ValueError(f"Row {row!r} does not match {header!r}.")
         lines.append("| " + " | ".join(str(cell) for cell in row) + " |")
     return lines
+
+
+def save_figure(fig, path):
+    """Lay a figure out and save it at ``path`` (110 dpi), folders made."""
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
 
 
 def write_json(path, data):
@@ -385,12 +379,21 @@ def parts_lines(document, describe):
 
 
 def main(argv=None):
-    """The worker entry point: ``harness.py --worker TASK --result PATH``."""
+    """The worker entry point: ``harness.py --worker TASK --result PATH``
+    runs the jobs of one :func:`run_worker` task in this process."""
     parser = argparse.ArgumentParser(description="Run a worker's task.")
     parser.add_argument("--worker", required=True, help="the task, JSON")
     parser.add_argument("--result", required=True, help="result JSON file")
     args = parser.parse_args(argv)
-    _worker_main(json.loads(args.worker), args.result)
+    task = json.loads(args.worker)
+    # Lightning's data-loader advice is moot for one in-memory batch a step.
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    torch.set_num_threads(task["threads"])
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    results = {job: pkgutil.resolve_name(job)(task) for job in task["jobs"]}
+    envelope = {"results": results, "threads": torch.get_num_threads()}
+    write_json(args.result, envelope)
     return 0
 
 

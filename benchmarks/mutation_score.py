@@ -19,9 +19,7 @@ import subprocess
 import sys
 import time
 
-if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import harness  # noqa: E402
+import harness
 
 SCRIPT = "mutation_score.py"
 RESULTS = os.path.join(harness.ROOT, "docs", "mutation-testing.json")
@@ -92,7 +90,7 @@ def render(document):
         rows.append([name, *counts, f"{100 * modules[m]['score']:.1f} %"])
     header = ["module", "mutants", "killed", *COUNTS[2:], "score"]
     lines = harness.parts_lines(document, lambda i, p: p["date"])
-    lines += harness.markdown_table(header, "lrrrrrr", rows)
+    lines += harness.markdown_table(header, rows)
     lines += [
         "",
         f"Score: {100 * score:.1f} % of the non-equivalent mutants killed "

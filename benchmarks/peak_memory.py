@@ -40,9 +40,8 @@ def numbers(results, settings, width):
         memory[key] = [peaks[key] / 2**20, ratio]
     for key in configurations.SKETCH_KEYS:
         label = f"memory, {config_label(key, settings)}"
-        check = dict(
-            width=width, label=label, measured=round(memory[key][1], 3)
-        )
+        measured = round(memory[key][1], 3)
+        check = dict(width=width, label=label, measured=measured)
         checks.append(dict(check, limit=MEMORY_TARGET))
     return results["memory"][width]["parameters"], memory, checks
 

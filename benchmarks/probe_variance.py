@@ -71,7 +71,7 @@ def render(document):
     """The page's block: the run's provenance and the table of its rows."""
     lines = sum((harness.header_lines(p) for p in document["parts"]), [])
     cells = [[cell.format(**r) for cell in CELLS] for r in document["rows"]]
-    lines += ["", *harness.markdown_table(HEADER, "rlrrrrrr", cells)]
+    lines += ["", *harness.markdown_table(HEADER, cells, "rlrrrrrr")]
     return "\n".join(lines) + "\n"
 
 
@@ -80,9 +80,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    add(
-        "--steps", type=int, nargs="+", default=[1, 2000], help="default 1 2000"
-    )
+    steps = dict(type=int, nargs="+", default=[1, 2000])
+    add("--steps", **steps, help="default 1 2000")
     add("--seed", type=int, default=0, help="default: 0")
     add("--threads", type=int, default=1, help="torch threads (default: 1)")
     add("--write", action="store_true", help="write its JSON and page in docs/")
@@ -96,9 +95,8 @@ def main(argv=None):
         parser.error("argument --steps: every value must be at least 1")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    part = harness.provenance(
-        SCRIPT, argv, args.machine_label, device="cpu", threads=args.threads
-    )
+    extra = dict(device="cpu", threads=args.threads)
+    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     rows = []
     for steps in args.steps:
         rows += kernel_statistics(steps, args.seed, args.quick)

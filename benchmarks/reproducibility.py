@@ -74,20 +74,11 @@ def run_level(level, seeding):
     weighting = SketchNTKWeighting(warmup_samples=4) if weighted else None
     solver = PINN(problem, model, weighting=weighting)
     ntk = NTKCallback() if weighted else None
-    Trainer(
-        solver,
-        max_epochs=5,
-        accelerator="cpu",
-        shuffle=False,
-        train_size=1.0,
-        val_size=0.0,
-        test_size=0.0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[ntk] if weighted else [],
-    ).train()
+    options = dict(max_epochs=5, accelerator="cpu", shuffle=False)
+    options.update(train_size=1.0, val_size=0.0, test_size=0.0, logger=False)
+    options.update(enable_checkpointing=False, enable_progress_bar=False)
+    options.update(enable_model_summary=False)
+    Trainer(solver, callbacks=[ntk] if weighted else [], **options).train()
     if weighted:
         return digest([torch.tensor(list(ntk.statistics.weights.values()))])
     return digest(solver.parameters())
@@ -98,11 +89,9 @@ def distinct_results(level, seeding, processes):
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env.pop("PYTHONHASHSEED", None)  # random per process, as by default
     command = [sys.executable, __file__, "--level", level, "--seeding", seeding]
-    digests = set()
+    digests, options = set(), dict(env=env, stderr=subprocess.PIPE, text=True)
     for _ in range(processes):
-        out = subprocess.check_output(
-            command, env=env, stderr=subprocess.PIPE, text=True
-        )
+        out = subprocess.check_output(command, **options)
         digests.add(out.strip().splitlines()[-1])
     return len(digests)
 
@@ -128,7 +117,7 @@ def main(argv=None):
     seeded = ("torch.manual_seed", "lightning.seed_everything")
     header = ["computation", *(f"seeded with `{s}(0)`" for s in seeded)]
     print(f"Distinct results, bit for bit, of {n} processes:\n")
-    print("\n".join(harness.markdown_table(header, "lrr", rows)))
+    print("\n".join(harness.markdown_table(header, rows)))
     return 0
 
 

@@ -322,7 +322,7 @@ def render(document):
             keys = [k for k in SPECS if not memory or k != "exact_every_step"]
             cells = [[cell(e, k, memory) for _, e in found] for k in keys]
             rows = [[labels[k], *row] for k, row in zip(keys, cells)]
-            table = harness.markdown_table(header, "l" + "r" * len(found), rows)
+            table = harness.markdown_table(header, rows)
             lines += [f"{heading} against {title}", "", *note, *table, ""]
     lines += [text[1], "", text[2], ""]
     header = ["n", "width", "default", "its floor", "excess", "target"]
@@ -338,7 +338,7 @@ def render(document):
         for key in ("published", "parameter"):
             row += [f"{ratio[key]:.3f}", f"{ratio[key] - floor[key]:+.3f}"]
         rows.append(row)
-    lines += harness.markdown_table(header, "r" * 10, rows) + [""]
+    lines += harness.markdown_table(header, rows, "r" * 10) + [""]
     for entry in [e for e in sizes if "skipped" in e]:
         n, width = entry["size"]
         lines.append(f"- n = {n:,}, width {width}: exact rows skipped, "
@@ -392,9 +392,7 @@ def plot(document, path):
         axis.set(xscale="log", yscale="log", xlabel=title)
     axes[0].set_ylabel("time per step / unweighted step")
     axes[1].legend(loc="upper left", bbox_to_anchor=(1.02, 1), fontsize=8)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path)
 
 
 def main(argv=None):

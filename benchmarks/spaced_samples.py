@@ -139,11 +139,11 @@ def render(record):
         "them within a machine only; the cost of a step for each k is "
         "measured in interleaved rounds by `benchmarks/step_time.py` "
         "(`docs/step-time.md`).",
-        harness.markdown_table(header.split("|"), "lrrrlrrl", rows),
+        harness.markdown_table(header.split("|"), rows, "lrrrlrrl"),
         "Median over the tracked evaluations and conditions of "
         "|log(w_sketch / w_exact)|, seed 0 (exact weights at the run's own "
         "parameters and points, every --track-every steps):",
-        harness.markdown_table(["run", "median log-ratio"], "lr", gaps),
+        harness.markdown_table(["run", "median log-ratio"], gaps),
         "## Sketched against exact weights",
         f"![Sketched vs exact weights]({FIGURE})",
         "Lines: the weights the run used; dots: the exact NTK weights at the "
@@ -161,7 +161,7 @@ def render(record):
             "(parameter-space sketch, no safeguard) with the learning-rate "
             "schedule stretched to the run, one process per PINN, one torch "
             f"thread; results in {files}.",
-            harness.markdown_table(header.split("|"), "lrrrl", rows),
+            harness.markdown_table(header.split("|"), rows, "lrrrl"),
         ]
     text = [b if isinstance(b, str) else "\n".join(b) for b in blocks]
     return "\n\n".join(b for b in text if b) + "\n"
@@ -200,8 +200,7 @@ def plot(runs, path):
         "Wave tutorial, seed 0: sketched weights vs exact weights at the "
         "same parameters"
     )
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    harness.save_figure(fig, path)
 
 
 def write_outputs(record, output_dir, figure=True):
@@ -249,9 +248,8 @@ def main(argv=None):
         args.every = [e for e in args.every if e <= 10] or [1]
         args.seeds = args.seeds[:1]
     started = time.perf_counter()
-    part = harness.provenance(
-        SCRIPT, argv, args.machine_label, workers=args.workers, threads=1
-    )
+    extra = dict(workers=args.workers, threads=1)
+    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     record = {"script": SCRIPT, "parts": [part], "runs": []}
     common = dict(steps=args.steps, error_every=args.error_every)
     common.update(track_every=args.track_every, quick=args.quick)

@@ -17,6 +17,7 @@ import sys
 
 import harness
 import suite_protocol as protocol
+from suite_protocol import NONE
 from weightings_setup import key, label
 
 SCRIPT = "suite_page.py"
@@ -48,7 +49,7 @@ def the_default(document):
 
 def name(weighting, document):
     """A weighting as a user writes it, in backticks (``none``: none)."""
-    if weighting == protocol.NONE:
+    if weighting == NONE:
         return "no weighting"
     every = document["settings"]["update_every"]
     text = label(weighting, every).replace("`", "")
@@ -60,40 +61,25 @@ def ratio(value, digits=2):
     return "∞" if math.isinf(value) else f"{value:.{digits}g}"
 
 
-def summary_rows(summary, document, weightings):
-    """The protocol's summary as table rows, both bases in one row."""
-    rows = []
+def summary_table(summary, document, weightings):
+    """The protocol's summary as a markdown table, both bases in one row."""
+    header, rows = ["weighting", "problems"], []
+    for basis in protocol.BASES:
+        header += [f"÷ none ({basis})", f"÷ published ({basis})"]
+        header += [f"worst ({basis})", f"worse than none ({basis})"]
     for weighting in weightings:
         entry, cells = summary[weighting], [name(weighting, document)]
         cells.append(len(entry["steps"]["per_problem"]))
         for basis in protocol.BASES:
             found = entry[basis]
-            worst = found["worst"]
-            worse = found["worse_than_none"]
-            cells += [
-                ratio(found["to_none"]),
-                ratio(found["to_published"]),
-                f"{worst} ({ratio(found['per_problem'][worst])})",
-                f"{len(worse)}" + (f" ({', '.join(worse)})" if worse else ""),
-            ]
+            worst, worse = found["worst"], found["worse_than_none"]
+            listed = f" ({', '.join(worse)})" if worse else ""
+            cells += [ratio(found["to_none"]), ratio(found["to_published"])]
+            cells.append(f"{worst} ({ratio(found['per_problem'][worst])})")
+            cells.append(f"{len(worse)}{listed}")
         rows.append(cells + [ratio(entry["time_to_none"])])
-    return rows
-
-
-def summary_table(summary, document, weightings):
-    """The markdown lines of :func:`summary_rows`."""
-    header = ["weighting", "problems"]
-    for basis in ("steps", "time"):
-        header += [
-            f"÷ none ({basis})",
-            f"÷ published ({basis})",
-            f"worst ({basis})",
-            f"worse than none ({basis})",
-        ]
     header.append("time to none's error")
-    align = "l" + "r" * (len(header) - 1)
-    rows = summary_rows(summary, document, weightings)
-    return harness.markdown_table(header, align, rows)
+    return harness.markdown_table(header, rows)
 
 
 def ran(document):
@@ -108,7 +94,7 @@ def complete(document):
     return [
         w
         for w in ran(document)
-        if all(protocol.paired(runs, p, w, protocol.NONE) for p in problems)
+        if all(protocol.paired(runs, p, w, NONE) for p in problems)
     ]
 
 
@@ -116,12 +102,10 @@ def per_problem_table(runs, document, problems):
     """Per weighting and problem: the geometric mean over seeds of the
     error ratio to ``none`` at equal steps, the seeds' range after it."""
     rows = []
-    for weighting in ran(document):
-        if weighting == protocol.NONE:
-            continue
+    for weighting in [w for w in ran(document) if w != NONE]:
         row = [name(weighting, document)]
         for problem in problems:
-            pairs = protocol.paired(runs, problem, weighting, protocol.NONE)
+            pairs = protocol.paired(runs, problem, weighting, NONE)
             values = protocol.problem_ratios(pairs, "steps")
             if not values:
                 row.append("—")
@@ -129,16 +113,16 @@ def per_problem_table(runs, document, problems):
             spread = f" ({ratio(min(values))}–{ratio(max(values))})"
             row.append(ratio(protocol.geometric_mean(values)) + spread)
         rows.append(row)
-    align = "l" + "r" * len(problems)
-    return harness.markdown_table(["weighting", *problems], align, rows)
+    return harness.markdown_table(["weighting", *problems], rows)
 
 
 def losses(summary, decided, document):
     """Sentences, from the summary, naming the problems on which the
-    decided default is behind the plain sum or behind another weighting at
+    default (the shipped default's runs where made, else the decided
+    candidate's) is behind the plain sum or behind another weighting at
     equal steps."""
     per = {w: e["steps"]["per_problem"] for w, e in summary.items()}
-    own, lines = per[decided], []
+    own, lines = per[DEFAULT if DEFAULT in per else decided], []
     for problem, value in own.items():
         ahead = [
             f"{name(w, document)} ({ratio(v[problem], 3)})"
@@ -161,17 +145,11 @@ def half_section(half, document):
     live = protocol.current(runs)
     shown = complete(document)
     summary = protocol.summarise(runs, shown, problems)
-    partial = [
-        f"{name(w, document)} ("
-        + ", ".join(
-            f"{p}, {len(protocol.paired(runs, p, w, protocol.NONE))} seeds"
-            for p in problems
-            if protocol.paired(runs, p, w, protocol.NONE)
-        )
-        + ")"
-        for w in ran(document)
-        if w not in shown
-    ]
+    partial = []
+    for weighting in [w for w in ran(document) if w not in shown]:
+        paired = [protocol.paired(runs, p, weighting, NONE) for p in problems]
+        seeds = [f"{p}, {len(n)} seeds" for p, n in zip(problems, paired) if n]
+        partial.append(f"{name(weighting, document)} ({', '.join(seeds)})")
     if partial:
         partial = [
             "Ran on some problems only, so left out of the summary and the "
@@ -180,22 +158,18 @@ def half_section(half, document):
         ]
     seeds = sorted({r["seed"] for r in live})
     failed = sum(r["status"] != "ok" for r in live)
-    superseded = len(runs) - len(live)
-    settings = document["settings"]
-    latest = {key(r): r for r in live}
+    superseded, settings = len(runs) - len(live), document["settings"]
+    latest = {key(r): r["history"]["errors"] for r in live}
     same = sum(
-        r["history"]["errors"]
-        == latest.get(key(r), {}).get("history", {}).get("errors")
+        r["history"]["errors"] == latest.get(key(r))
         for r in runs
         if "superseded" in r
     )
-    reruns = []
-    if superseded:
-        reruns = [
-            f"The errors the {superseded} superseded runs recorded are those "
-            f"of their reruns to the bit on {same} of them.",
-            "",
-        ]
+    reruns = [
+        f"The errors the {superseded} superseded runs recorded are those "
+        f"of their reruns to the bit on {same} of them.",
+        "",
+    ]
     lines = [
         f"## The {half} half",
         "",
@@ -206,19 +180,16 @@ def half_section(half, document):
         f"{settings['depth']}×{settings['width']} tanh network, Adam "
         f"{settings['lr']:g} × {settings['lr_decay']:g} per "
         f"{settings['lr_decay_steps']} steps; the error {settings['records']}"
-        " times on a grid of about "
-        f"{settings['grid']}² points.",
+        f" times on a grid of about {settings['grid']}² points.",
         "",
-        *reruns,
+        *(reruns if superseded else []),
         *partial,
         "The problems each weighting ran on; the geometric mean over them "
-        "of the paired error ratio (÷ none: "
-        "to the plain sum; ÷ published: to "
-        "`SketchNTKWeighting(gradient_band=None)`), the worst problem, the "
-        "problems where a weighting is worse than none on every seed, at "
-        "equal steps and at equal time (within the paired `none` run's "
-        "training time), and the time to reach none's error over none's "
-        "time:",
+        "of the paired error ratio (÷ none: to the plain sum; ÷ published: "
+        "to `SketchNTKWeighting(gradient_band=None)`), the worst problem, "
+        "the problems where a weighting is worse than none on every seed, "
+        "at equal steps and at equal time (within the paired `none` run's "
+        "training time), and the time to reach none's error over none's time:",
         "",
         *summary_table(summary, document, shown),
         "",
@@ -238,6 +209,17 @@ def decision_lines(summary, document):
     for candidate in CANDIDATES:
         verdict = "passes" if passes[candidate] else "fails"
         lines.append(f"- {name(candidate, document)} {verdict}.")
+    if DEFAULT in summary:  # the shipped code's own runs, by the same test
+        passes_too = protocol.decide(summary, [DEFAULT])[1][DEFAULT]
+        own, bar = (
+            summary[w]["steps"]["to_none"]
+            for w in (DEFAULT, protocol.PUBLISHED)
+        )
+        lines.append(
+            "- `SketchNTKWeighting()` as shipped (runs `default`) "
+            f"{'passes' if passes_too else 'fails'} the same test: "
+            f"{ratio(own)} at equal steps, the published sketch {ratio(bar)}."
+        )
     lines += [
         "",
         "A candidate passes when, at equal steps and at equal time, its "
@@ -296,28 +278,26 @@ def make_figure(document, path):
     """Per problem, each weighting's error ratio to none at equal steps on
     a log scale: a dot per seed, a bar at the geometric mean; the default
     drawn in black."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure
 
     runs, problems = document["runs"], document["problems"]
-    shown = [w for w in complete(document) if w != protocol.NONE]
+    shown = [w for w in complete(document) if w != NONE]
     default = the_default(document)
-    fig, ax = plt.subplots(figsize=(9.0, 4.0))
+    fig = Figure(figsize=(9.0, 4.0))
+    ax = fig.subplots()
     width = 0.8 / len(shown)
     for index, weighting in enumerate(shown):
         colour = "black" if weighting == default else f"C{index}"
         for column, problem in enumerate(problems):
-            pairs = protocol.paired(runs, problem, weighting, protocol.NONE)
+            pairs = protocol.paired(runs, problem, weighting, NONE)
             values = protocol.problem_ratios(pairs, "steps")
             x = column - 0.4 + width * (index + 0.5)
             finite = [v for v in values if math.isfinite(v)]
             ax.plot([x] * len(finite), finite, ".", color=colour, ms=4)
             if values:
                 mean = protocol.geometric_mean(values)
-                ax.plot([x - width / 2, x + width / 2], [mean] * 2,
-                        color=colour, lw=2.5)  # fmt: skip
+                ends = [x - width / 2, x + width / 2]
+                ax.plot(ends, [mean] * 2, color=colour, lw=2.5)
         text = name(weighting, document).strip("`")
         text += ", the default" if weighting == default else ""
         ax.plot([], [], ".-", color=colour, label=text)
@@ -327,10 +307,7 @@ def make_figure(document, path):
     ax.set_ylabel("error ÷ error without weighting")
     ax.grid(True, axis="y", which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def readme_block(documents, page=f"docs/{PAGE}"):
@@ -341,22 +318,18 @@ def readme_block(documents, page=f"docs/{PAGE}"):
     default = the_default(document)
     shown = [w for w in README_ROWS if w in complete(document)] + [default]
     summary = protocol.summarise(runs, shown, problems)
-    rows = [
-        [
-            name(w, document) + (", the default" if w == default else ""),
-            ratio(summary[w]["steps"]["to_none"]),
-            ratio(summary[w]["time"]["to_none"]),
-            f"{len(summary[w]['steps']['worse_than_none'])} of "
-            f"{len(problems)}",
-        ]
-        for w in shown
-    ]
+    rows = []
+    for w in shown:
+        steps, time = summary[w]["steps"], summary[w]["time"]
+        text = name(w, document) + (", the default" if w == default else "")
+        rows.append([text, ratio(steps["to_none"]), ratio(time["to_none"])])
+        rows[-1].append(f"{len(steps['worse_than_none'])} of {len(problems)}")
     header = ["weighting", "÷ none, equal steps", "÷ none, equal time"]
     header.append("worse than none on every seed")
     return "\n".join([
         f"![each weighting's error ratio per problem](docs/{FIGURE})",
         "",
-        *harness.markdown_table(header, "lrrr", rows),
+        *harness.markdown_table(header, rows),
         "",
         "Geometric mean over the confirmation problems of the error ratio "
         f"to no weighting, paired by seed; set-up and criteria: [{page}]"
@@ -378,13 +351,9 @@ def main(argv=None):
     """Render the page, the figure and, with ``--readme``, the README."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", default=os.path.join(harness.ROOT, "docs"))
-    parser.add_argument(
-        "--readme",
-        nargs="?",
-        metavar="FILE",
-        const=os.path.join(harness.ROOT, "README.md"),
-    )
-    args = parser.parse_args(argv)  # fmt: skip
+    readme = os.path.join(harness.ROOT, "README.md")
+    parser.add_argument("--readme", nargs="?", metavar="FILE", const=readme)
+    args = parser.parse_args(argv)
     documents = read_documents(args.docs)
     if "confirmation" not in documents:
         parser.error(

@@ -81,20 +81,14 @@ class _Benchmark:
         super().__init__()
 
     def solution(self, pts):
-        """
-        :param LabelTensor pts: Points labelled with the input variables.
-        :return: The exact solution, labelled with the output variables.
-        :rtype: LabelTensor
-        """
+        """The exact solution at ``pts`` (a :class:`LabelTensor` of the input
+        variables), labelled with the output variables."""
         return LabelTensor(type(self).terms(pts)[0], self.output_variables)
 
     def observations(self, n, seed=0):
-        """
-        :param int n: The number of observations.
-        :param int seed: The seed of their ``torch.Generator``.
-        :return: ``Condition(input=..., target=...)``: the solution at ``n``
-            uniform random points of domain ``D``'s box, the same each call.
-        """
+        """``Condition(input=..., target=...)``: the solution at ``n`` uniform
+        random points of domain ``D``'s box, drawn by a generator of
+        ``seed``: the same each call."""
         box = self.domains["D"].range
         low, high = torch.tensor(list(box.values())).T
         generator = torch.Generator().manual_seed(seed)
@@ -125,13 +119,11 @@ def _momentum(i, factor):
 
 
 class StokesProblem(_Benchmark, SpatialProblem):
-    r"""
-    Stokes flow :math:`-\Delta \mathbf{u} + \nabla p = \mathbf{f}`,
+    r"""Stokes flow :math:`-\Delta \mathbf{u} + \nabla p = \mathbf{f}`,
     :math:`\nabla \cdot \mathbf{u} = 0` on :math:`[0, 1]^2`,
     :math:`(u, v, p) = (\sin\pi x \cos\pi y, -\cos\pi x \sin\pi y, \cos\pi x
     \cos\pi y)`: velocity fixed on the boundary, the pressure (unique up to a
-    constant) at the corner :math:`(0, 0)`.
-    """
+    constant) at the corner :math:`(0, 0)`."""
 
     output_variables = ["u", "v", "p"]
     spatial_domain = CartesianDomain({"x": [0, 1], "y": [0, 1]})
@@ -178,11 +170,9 @@ def _bvp_terms(pts, k=1.5 * PI):
 
 
 class BVP1DProblem(_Benchmark, SpatialProblem):
-    r"""
-    :math:`u'' = f` on :math:`[0, 1]`, :math:`u = e^x \sin(3\pi x/2)`
+    r""":math:`u'' = f` on :math:`[0, 1]`, :math:`u = e^x \sin(3\pi x/2)`
     (:math:`u(0) = 0`, :math:`u(1) = -e`), each Dirichlet end a condition on
-    one point.
-    """
+    one point."""
 
     output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 1]})
@@ -199,10 +189,8 @@ def _multiscale_terms(pts):
 
 
 class Multiscale1DProblem(_Benchmark, SpatialProblem):
-    r"""
-    :math:`-u'' = f` on :math:`[0, 1]`, :math:`u = \sin 2\pi x + 0.1 \sin
-    50\pi x`, each Dirichlet end a condition on one point.
-    """
+    r""":math:`-u'' = f` on :math:`[0, 1]`, :math:`u = \sin 2\pi x + 0.1 \sin
+    50\pi x`, each Dirichlet end a condition on one point."""
 
     output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 1]})
@@ -218,11 +206,10 @@ def _disc(radius, surface=False):
 
 
 class Annulus(Difference):
-    """
-    PINA's :class:`Difference` of two concentric :class:`EllipsoidDomain`
-    discs, its rejection sampling vectorised (PINA tests the points one by
-    one: about 1 s for 600, too slow to draw at every step) and its
-    ``range`` the bounding box, as a :class:`CartesianDomain`'s.
+    """PINA's :class:`Difference` of two concentric :class:`EllipsoidDomain`
+    discs, its rejection sampling vectorised (PINA tests the points one by one:
+    about 1 s for 600, too slow to draw at every step) and its ``range`` the
+    bounding box, as a :class:`CartesianDomain`'s.
 
     :param float inner: The inner radius.
     :param float outer: The outer radius.
@@ -235,12 +222,8 @@ class Annulus(Difference):
     range = property(lambda self: self.geometries[0].range)
 
     def sample(self, n, mode="random", variables="all"):
-        """
-        :param int n: The number of points.
-        :param str mode: ``"random"``, the only mode.
-        :return: ``n`` uniform random points of the annulus.
-        :rtype: LabelTensor
-        """
+        """``n`` uniform random points of the annulus (``mode``: ``"random"``,
+        the only mode)."""
         variables = self._validate_sampling(n, mode, variables)
         kept, found = [], 0
         while found < n:
@@ -264,12 +247,8 @@ def _annulus_terms(pts):
 
 
 def robin(normal_sign):
-    """
-    :param float normal_sign: The normal is ``normal_sign * (x, y) / r``:
-        ``-1`` on the annulus's inner circle.
-    :return: Equation :math:`\\partial u/\\partial n + u - g`.
-    :rtype: Equation
-    """
+    """Equation :math:`\\partial u/\\partial n + u - g`, the normal
+    ``normal_sign * (x, y) / r`` (``-1`` on the annulus's inner circle)."""
 
     def residual(input_, output_):
         x, y = _cols(input_, "xy")
@@ -281,11 +260,9 @@ def robin(normal_sign):
 
 
 class AnnulusRobinProblem(_Benchmark, SpatialProblem):
-    r"""
-    :math:`-\Delta u = f` on the annulus :math:`0.5 \le r \le 1`,
+    r""":math:`-\Delta u = f` on the annulus :math:`0.5 \le r \le 1`,
     :math:`u = \sin\pi x \cos\pi y + x^2`: Dirichlet on the outer circle,
-    Robin :math:`\partial u/\partial n + u = g` on the inner one.
-    """
+    Robin :math:`\partial u/\partial n + u = g` on the inner one."""
 
     output_variables = ["u"]
     spatial_domain = Annulus(0.5, 1.0)
@@ -301,12 +278,8 @@ class AnnulusRobinProblem(_Benchmark, SpatialProblem):
     STATIONARY = True
 
     def evaluation_points(self, n):
-        """
-        :param int n: Grid points per axis.
-        :return: The points of an ``n`` x ``n`` grid of :math:`[-1, 1]^2`
-            in the annulus, labelled ``x``, ``y``.
-        :rtype: LabelTensor
-        """
+        """The points of an ``n`` x ``n`` grid of :math:`[-1, 1]^2` in the
+        annulus, labelled ``x``, ``y``."""
         axis = torch.linspace(-1.0, 1.0, n)
         pts = torch.cartesian_prod(axis, axis)
         r2, (inner, outer) = (pts**2).sum(dim=1), self.spatial_domain.radii
@@ -327,11 +300,9 @@ def _cube_terms(pts):
 
 
 class Poisson3DProblem(_Benchmark, SpatialProblem):
-    r"""
-    :math:`-\Delta u = f` on :math:`[0, 1]^3`, the non-separable
+    r""":math:`-\Delta u = f` on :math:`[0, 1]^3`, the non-separable
     :math:`u = \sin\pi x \sin\pi y \sin\pi z + x y z^2`: Dirichlet on five
-    faces, Neumann :math:`\partial u/\partial z = g` on :math:`z = 1`.
-    """
+    faces, Neumann :math:`\partial u/\partial z = g` on :math:`z = 1`."""
 
     output_variables = ["u"]
     spatial_domain = CartesianDomain(CUBE)
@@ -366,11 +337,7 @@ def _burgers_terms(pts):
 
 
 def burgers(nu):
-    """
-    :param float nu: The viscosity.
-    :return: Equation :math:`u_t + u u_x - \\nu u_{xx}`.
-    :rtype: Equation
-    """
+    """Equation :math:`u_t + u u_x - \\nu u_{xx}` of viscosity ``nu``."""
 
     def residual(input_, output_):
         u, u_x = _plain(output_), _d(output_, input_, "x")
@@ -381,8 +348,7 @@ def burgers(nu):
 
 
 class BurgersProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
-    r"""
-    Viscous Burgers :math:`u_t + u u_x = \nu u_{xx}`, :math:`\nu = 0.05`, on
+    r"""Viscous Burgers :math:`u_t + u u_x = \nu u_{xx}`, :math:`\nu = 0.05`, on
     :math:`[0, 2] \times [0, 1]`, the Cole–Hopf solution :math:`u = -2\nu
     \phi_x/\phi`, :math:`\phi = 1.05 + e^{-\nu\pi^2 t} \cos\pi x` (at
     :math:`t = 0` a front of width about 0.1 at :math:`x = 1`), zero at
@@ -407,13 +373,11 @@ def _convection_terms(pts):
 
 
 class ConvectionProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
-    r"""
-    :math:`u_t + \beta u_x = 0`, :math:`\beta = 30`, on :math:`[0, 2\pi]
+    r""":math:`u_t + \beta u_x = 0`, :math:`\beta = 30`, on :math:`[0, 2\pi]
     \times [0, 1]`, :math:`u = \sin(x - \beta t)`. The periodic boundary
     :math:`u(0, t) = u(2\pi, t)` needs the network at two inputs, which
     PINA's ``Equation(input_, output_)`` does not have: the boundary is
-    Dirichlet with the exact values at :math:`x = 0, 2\pi` instead.
-    """
+    Dirichlet with the exact values at :math:`x = 0, 2\pi` instead."""
 
     output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 2 * PI]})
@@ -455,12 +419,10 @@ class _Heat(_Benchmark, SpatialProblem, TimeDependentProblem):
 
 
 class HeatDataProblem(_Heat):
-    r"""
-    :math:`u_t = \kappa u_{xx}`, :math:`\kappa = 0.1`, on :math:`[0, 1]^2`,
+    r""":math:`u_t = \kappa u_{xx}`, :math:`\kappa = 0.1`, on :math:`[0, 1]^2`,
     :math:`u = e^{-\kappa\pi^2 t} \sin\pi x + \frac12 e^{-4\kappa\pi^2 t}
     \sin 2\pi x`, zero ends and, instead of an initial condition, 100 fixed
-    observations of the solution (``data``).
-    """
+    observations of the solution (``data``)."""
 
     domains = _space_time(_Heat.spatial_domain, initial=False)
     conditions = _conditions(D=Equation(_heat), boundary=FixedValue(0.0))
@@ -468,12 +430,10 @@ class HeatDataProblem(_Heat):
 
 
 class HeatInverseProblem(_Heat, InverseProblem):
-    r"""
-    The heat problem of :class:`HeatDataProblem` with the diffusivity
+    r"""The heat problem of :class:`HeatDataProblem` with the diffusivity
     :math:`\kappa \in [0.01, 1]` unknown (true 0.1), learnt from 100
     noise-free observations (``data``), the equation, zero ends and the
-    initial values.
-    """
+    initial values."""
 
     unknown_parameter_domain = CartesianDomain({"kappa": [0.01, 1]})
     TRUE_PARAMETERS = {"kappa": KAPPA}

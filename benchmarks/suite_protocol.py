@@ -36,65 +36,48 @@ LAST_RECORDS = 5
 NONE, PUBLISHED = "none", "sketch_predictor"
 BASES = ("steps", "time")
 FIELDS = {"setting": str, "stationary": bool, "network": str, "points": str}
-CHOICES = {
-    "network": ("benchmark", "feedforward"),
-    "points": ("fresh", "fixed"),
-}
+CHOICES = dict(network=("benchmark", "feedforward"), points=("fresh", "fixed"))
 
 
 def read_split(path=SPLIT):
-    """
-    The split: ``{half: [setting entries]}``.
+    """The split: ``{half: [setting entries]}``.
 
     :raises ValueError: If an entry lacks a field or has a wrong value, a
         setting is in both halves or twice, or a half has fewer than three
-        stationary or three time-dependent settings.
-    """
+        stationary or three time-dependent settings."""
     with open(path, "rb") as handle:
-        split = tomllib.load(handle)
-    seen = set()
+        split, seen = tomllib.load(handle), set()
     for half in HALVES:
         entries = split.get(half, [])
         for entry in entries:
             for field, kind in FIELDS.items():
                 if not isinstance(entry.get(field), kind):
-                    raise ValueError(
-                        f"{half} entry {entry}: {field!r} must be a "
-                        f"{kind.__name__}."
-                    )
+                    why = f"{field!r} must be a {kind.__name__}"
+                    raise ValueError(f"{half} entry {entry}: {why}.")
             for field, allowed in CHOICES.items():
                 if entry[field] not in allowed:
-                    raise ValueError(
-                        f"{entry['setting']}: {field} must be one of "
-                        f"{allowed}, got {entry[field]!r}."
-                    )
+                    why = f"must be one of {allowed}, got {entry[field]!r}"
+                    raise ValueError(f"{entry['setting']}: {field} {why}.")
             if entry["setting"] in seen:
                 raise ValueError(f"{entry['setting']} is listed twice.")
             seen.add(entry["setting"])
         for stationary, kind in ((True, "stationary"), (False, "time-dep.")):
             count = sum(e["stationary"] is stationary for e in entries)
             if count < 3:
-                raise ValueError(
-                    f"the {half} half has {count} {kind} settings; at least "
-                    "3 are needed."
-                )
+                why = f"{count} {kind} settings; at least 3 are needed"
+                raise ValueError(f"the {half} half has {why}.")
     return {half: split[half] for half in HALVES}
 
 
 def run_error(run, until=None):
-    """
-    A run's error: the median of its last :data:`LAST_RECORDS` recorded
+    """A run's error: the median of its last :data:`LAST_RECORDS` recorded
     errors (those at or before ``until`` seconds, if given); infinite for a
-    failed run or one without records.
-    """
+    failed run or one without records."""
     history = run["history"]
     if run.get("status") != "ok" or not history["errors"]:
         return math.inf
-    errors = [
-        e
-        for e, s in zip(history["errors"], history["seconds"])
-        if until is None or s <= until
-    ]
+    records = zip(history["errors"], history["seconds"])
+    errors = [e for e, s in records if until is None or s <= until]
     return statistics.median(errors[-LAST_RECORDS:])
 
 
@@ -145,22 +128,17 @@ def problem_ratios(pairs, basis):
     (within the reference run's training time)."""
     ratios = []
     for run, reference in pairs:
-        until = None
-        if basis == "time":
-            until = reference["history"]["seconds"][-1]
+        until = reference["history"]["seconds"][-1] if basis == "time" else None
         ratios.append(run_error(run, until) / run_error(reference))
     return ratios
 
 
 def summarise(runs, weightings, problems):
-    """
-    Per weighting and basis: the geometric mean over problems of the ratio
-    to ``none`` (``to_none``) and to the published sketch
+    """Per weighting and basis: the geometric mean over problems of the
+    ratio to ``none`` (``to_none``) and to the published sketch
     (``to_published``), the worst problem, the problems worse than ``none``
-    on every seed, and the geometric mean over problems of the time to
-    reach ``none``'s error over ``none``'s time.
-
-    :rtype: dict
+    on every seed; per weighting the geometric mean over problems of the
+    time to reach ``none``'s error over ``none``'s time (``time_to_none``).
     """
     summary = {}
     for weighting in weightings:
@@ -168,17 +146,15 @@ def summarise(runs, weightings, problems):
         for basis in BASES:
             per_problem, to_published, worse = {}, [], []
             for problem in problems:
-                ratios = problem_ratios(
-                    paired(runs, problem, weighting, NONE), basis
-                )
+                pairs = paired(runs, problem, weighting, NONE)
+                ratios = problem_ratios(pairs, basis)
                 if not ratios:
                     continue
                 per_problem[problem] = geometric_mean(ratios)
                 if all(r > 1 for r in ratios):
                     worse.append(problem)
-                published = problem_ratios(
-                    paired(runs, problem, weighting, PUBLISHED), basis
-                )
+                pairs = paired(runs, problem, weighting, PUBLISHED)
+                published = problem_ratios(pairs, basis)
                 if published:
                     to_published.append(geometric_mean(published))
             worst = max(per_problem, key=per_problem.get, default=None)
@@ -204,14 +180,10 @@ def summarise(runs, weightings, problems):
 
 
 def decide(summary, candidates):
-    """
-    The default by the protocol: the candidates that pass (see the module
-    docstring) and, of those, the one with the lowest geometric-mean ratio
-    to ``none`` at equal steps.
+    """The default by the protocol (see the module docstring).
 
     :return: ``(default, {candidate: passes})``.
-    :raises ValueError: If the published sketch is not in ``summary``.
-    """
+    :raises ValueError: If the published sketch is not in ``summary``."""
     if PUBLISHED not in summary:
         raise ValueError(f"summary lacks the published sketch {PUBLISHED!r}.")
     bar = summary[PUBLISHED]

@@ -18,9 +18,9 @@ def method_link(output):
     return target
 
 
-def section(title, intro, header, rows, align):
+def section(title, intro, header, rows, align=None):
     """A section's lines: title, introduction and table."""
-    table = markdown_table(header, align, rows)
+    table = markdown_table(header, rows, align)
     return ["", f"## {title}", "", intro, "", *table]
 
 
@@ -97,19 +97,16 @@ def accuracy_section(accuracy, link):
         f"seeds; [method]({link}#accuracy-of-the-sketched-weights)."
     )
     header = ["estimator", *(f"step {c}" for c in checkpoints), "max"]
-    align = "l" + "r" * (len(checkpoints) + 1)
     title = "Accuracy of the sketched weights"
-    lines = section(title, intro, header, errors, align)
+    lines = section(title, intro, header, errors)
     note = f"Weights at step {accuracy['step']}, seed {accuracy['seed']} (each "
     note += "run has its own exact reference):"
     lines += ["", note, ""]
-    align = "l" + "r" * len(columns)
-    return lines + markdown_table(["estimator", *columns], align, weights)
+    return lines + markdown_table(["estimator", *columns], weights)
 
 
 def render(document, output=None):
-    """
-    The markdown block of a study's page.
+    """The markdown block of a study's page.
 
     :param dict document: The results (``rows`` with ``time`` = [ms, ratio,
         low, high], ``memory`` = [MiB, ratio]; ``targets``, ``accuracy``).

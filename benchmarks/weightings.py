@@ -10,8 +10,8 @@ problem rendered from it (error against time; condition losses and
 weights), README.md's headline figure from the wave runs, and with
 ``--half`` a half of the problem suite (its page: ``suite_page.py``).
 A full run first times ``--calibrate`` steps of each pair to start the
-longest jobs first. The problems, weightings and
-settings are in ``weightings_setup.py``, the page in ``weightings_page.py``.
+longest jobs first. The problems, weightings and settings are in
+``weightings_setup.py``, the page in ``weightings_page.py``.
 
     python benchmarks/weightings.py                 # docs/weightings.md
     python benchmarks/weightings.py --quick --output-dir /tmp/weightings
@@ -26,6 +26,7 @@ settings are in ``weightings_setup.py``, the page in ``weightings_page.py``.
 
 import argparse
 import copy
+import functools
 import importlib
 import inspect
 import math
@@ -50,26 +51,11 @@ from pina_ntk.paper.experiments.settings import make_weighting
 from pina_ntk.paper.experiments.wave import WaveSettings
 
 from weightings_page import render, write_outputs  # noqa: F401 (tests)
-from weightings_setup import (
-    FEEDFORWARD,
-    FIXED_POINTS,
-    HALF_SEEDS,
-    FULL,
-    PROBLEMS,
-    QUICK,
-    QUICK_PROBLEMS,
-    SCRIPT,
-    SEEDS,
-    SMOOTHING_PROBLEMS,
-    SPLIT,
-    SUITE_WEIGHTINGS,
-    SMOOTHING_WEIGHTINGS,
-    SPACED_FACTOR,
-    TUTORIAL_NETWORK,
-    TUTORIAL_NETWORK_PROBLEMS,
-    WEIGHTINGS,
-    key,
-)
+from weightings_setup import FEEDFORWARD, FIXED_POINTS, FULL, HALF_SEEDS
+from weightings_setup import PROBLEMS, QUICK, QUICK_PROBLEMS, SCRIPT, SEEDS
+from weightings_setup import SMOOTHING_PROBLEMS, SMOOTHING_WEIGHTINGS, SPLIT
+from weightings_setup import SPACED_FACTOR, SUITE_WEIGHTINGS, TUTORIAL_NETWORK
+from weightings_setup import TUTORIAL_NETWORK_PROBLEMS, WEIGHTINGS, key
 
 
 # ----------------------------------------------------------------- workers
@@ -192,8 +178,11 @@ def run_job(job):
 
 def _train(job, record):
     """Build and train one PINN, filling ``record`` as it goes."""
-    # the grid and exact solution before seeding: the same for every run
+    # seeded before the problem is built: an InverseProblem draws its
+    # unknowns' initial values there (torch.rand)
+    lightning.seed_everything(job["seed"], verbose=False)
     problem = fresh_problem(job["problem"])
+    # the grid and exact solution: the same for every run
     if hasattr(problem, "temporal_domain"):
         lower, upper = input_box(problem)
     else:  # input_box reads a temporal domain, which these lack
@@ -207,6 +196,7 @@ def _train(job, record):
         points = problem.evaluation_points(job["grid"])
     exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
     error_fn = relative_error_fn(points, exact)
+    # again: the points and network as before this seed moved up
     lightning.seed_everything(job["seed"], verbose=False)
     resampling.discretise_conditions(problem, job["counts"])
     network = [job[k] for k in ("width", "depth")]
@@ -245,11 +235,8 @@ def _train(job, record):
     finally:
         for name, values in errors.as_dict().items():
             history[name] += values
-        history["conditions"] = {
-            "steps": conditions.steps,
-            "losses": conditions.losses,
-            "weights": conditions.weights,
-        }
+        recorded = ("steps", "losses", "weights")
+        history["conditions"] = {k: getattr(conditions, k) for k in recorded}
         record["failure"] = watch.failure
         record["failed_at_step"] = watch.failed_at
         try:
@@ -270,15 +257,12 @@ def plan_jobs(problems, weightings_of, settings, seeds=None):
             if settings["quick"]:  # the embedding only, on the tiny MLP
                 names = ("fourier_features", "fourier_scale")
             own.update({name: getattr(WaveSettings(), name) for name in names})
-        counts = PROBLEMS[problem][1] or problem_class(problem).PAPER_POINTS
+        found = PROBLEMS[problem][1] or problem_class(problem).PAPER_POINTS
         scale = settings["point_scale"]
         # at least 4 points, but a one-point condition stays one point
-        counts = {
-            c: max(min(n, 4), round(n * scale)) for c, n in counts.items()
-        }
-        own["network"] = (
-            "feedforward" if problem in FEEDFORWARD else "benchmark"
-        )
+        counts = {c: max(min(n, 4), round(n * scale)) for c, n in found.items()}
+        feedforward = problem in FEEDFORWARD
+        own["network"] = "feedforward" if feedforward else "benchmark"
         count = seeds or settings["seeds"]
         if not (seeds or settings["quick"]):
             count = SEEDS.get(problem, count)
@@ -319,42 +303,22 @@ def main(argv=None):
     add = parser.add_argument
     add("--problems", nargs="+", choices=list(PROBLEMS))
     smoothing = " ".join(SMOOTHING_PROBLEMS)
-    add(
-        "--weightings",
-        nargs="+",
-        choices=list(WEIGHTINGS),
-        help=f"on every problem (default all; {smoothing} only)",
-    )
-    add(
-        "--half",
-        choices=list(SPLIT),
-        help="the problem suite's half (benchmarks/suite-split.toml): its "
-        "settings, the suite's weightings and seeds (tuning "
-        f"{HALF_SEEDS['tuning']}, confirmation {HALF_SEEDS['confirmation']})",
-    )
+    text = f"on every problem (default all; {smoothing} only)"
+    add("--weightings", nargs="+", choices=list(WEIGHTINGS), help=text)
+    text = "the problem suite's half (benchmarks/suite-split.toml): its "
+    text += "settings, the suite's weightings and seeds (tuning {tuning}, "
+    text += "confirmation {confirmation})"
+    add("--half", choices=list(SPLIT), help=text.format_map(HALF_SEEDS))
     add("--seeds", type=int, help="per weighting (default 3, wave 2)")
     add("--steps", type=int, help="of every run (default 4000)")
-    add(
-        "--calibrate",
-        type=int,
-        metavar="STEPS",
-        help="steps of the calibration run made first (default 30; "
-        "--quick: 0, none)",
-    )
-    add(
-        "--resume",
-        action="store_true",
-        help="keep the runs of the same settings already in the output "
-        "folder's weightings.json",
-    )
-    add(
-        "--rerun",
-        nargs="+",
-        default=[],
-        metavar="PROBLEM/WEIGHTING/SEED",
-        help="with --resume: run these again; the earlier run stays, marked "
-        "superseded with --rerun-reason",
-    )
+    text = "steps of the calibration run made first (default 30; --quick: 0, "
+    add("--calibrate", type=int, metavar="STEPS", help=text + "none)")
+    text = "keep the runs of the same settings already in the output folder's "
+    add("--resume", action="store_true", help=text + "weightings.json")
+    text = "with --resume: run these again; the earlier run stays, marked "
+    text += "superseded with --rerun-reason"
+    rerun = dict(nargs="+", default=[], metavar="PROBLEM/WEIGHTING/SEED")
+    add("--rerun", **rerun, help=text)
     add("--rerun-reason", help="why the --rerun runs are made again")
     harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
     args = parser.parse_args(argv)
@@ -401,19 +365,13 @@ def run_all(args, argv):
             return list(dict.fromkeys(args.weightings))
         smoothing = problem in SMOOTHING_PROBLEMS
         # "default" repeats one of the sketches: the suite runs it by name
-        return [
-            w
-            for w in WEIGHTINGS
-            if (smoothing or w not in SMOOTHING_WEIGHTINGS) and w != "default"
-        ]
+        skipped = ("default",) + (() if smoothing else SMOOTHING_WEIGHTINGS)
+        return [w for w in WEIGHTINGS if w not in skipped]
 
-    def log(message):
-        print(message, file=sys.stderr, flush=True)
-
+    log = functools.partial(print, file=sys.stderr, flush=True)
     started = time.perf_counter()
-    part = harness.provenance(
-        SCRIPT, argv, args.machine_label, workers=args.workers, threads=1
-    )
+    extra = dict(workers=args.workers, threads=1)
+    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     jobs = plan_jobs(problems, weightings_of, settings, args.seeds)
     costs = {}
     if settings["calibrate"]:
@@ -446,21 +404,17 @@ def run_all(args, argv):
         log(
             f"{len(jobs)} runs, {args.workers} workers: about {minutes:.0f} min"
         )
-    chosen = earlier["weightings"] + [
-        w for p in problems for w in weightings_of(p)
-    ]
+    chosen = [w for p in problems for w in weightings_of(p)]
+    calibrated = earlier.get("calibration_ms_per_step", {})
     index = len(earlier["parts"])
     document = {
         "script": SCRIPT,
         "parts": earlier["parts"] + [part],
         "settings": settings,
         "problems": list(dict.fromkeys(earlier["problems"] + problems)),
-        "weightings": list(dict.fromkeys(chosen)),
+        "weightings": list(dict.fromkeys(earlier["weightings"] + chosen)),
         "planned_runs": len(jobs) + len(earlier["runs"]),
-        "calibration_ms_per_step": {
-            **earlier.get("calibration_ms_per_step", {}),
-            **costs,
-        },
+        "calibration_ms_per_step": calibrated | costs,
         "runs": earlier["runs"],
     }
 

@@ -7,18 +7,9 @@ import os
 import statistics
 
 import harness
-from weightings_setup import (
-    FIXED_POINTS,
-    PROBLEMS,
-    SCRIPT,
-    SMOOTHING_COMPARED,
-    SMOOTHING_PROBLEMS,
-    SMOOTHING_WEIGHTINGS,
-    TITLE,
-    TUTORIAL_NETWORK,
-    key,
-    label,
-)
+from weightings_setup import FIXED_POINTS, PROBLEMS, SCRIPT, TITLE, key, label
+from weightings_setup import SMOOTHING_COMPARED, SMOOTHING_PROBLEMS
+from weightings_setup import SMOOTHING_WEIGHTINGS, TUTORIAL_NETWORK
 
 
 # ---------------------------------------------------------------- analysis
@@ -67,12 +58,10 @@ def short(value):
 
 
 def analyse(runs, problem, weightings):
-    """
-    One problem's numbers: the ``budget`` (the smallest median training
+    """One problem's numbers: the ``budget`` (the smallest median training
     time over weightings) and per weighting its ``runs``, ``final`` and
     ``at_budget`` errors, median ``ms_per_step`` and ``cost_ratio`` to
-    ``none``'s.
-    """
+    ``none``'s."""
     rows, runs = {}, [r for r in runs if "superseded" not in r]
     for weighting in weightings:
         own = [r for r in runs if key(r)[:2] == (problem, weighting)]
@@ -102,22 +91,19 @@ def analyse(runs, problem, weightings):
 
 
 def summary_table(document, final):
-    """
-    Median relative L2 after the same steps (``final``) or at each
+    """Median relative L2 after the same steps (``final``) or at each
     problem's time budget (headed by the budgets): problems as columns,
-    weightings as rows, the lowest per problem in bold.
-    """
+    weightings as rows, the lowest per problem in bold."""
     every = document["settings"]["update_every"]
     weightings, runs = document["weightings"], document["runs"]
     analyses = {p: analyse(runs, p, weightings) for p in document["problems"]}
     problems = [p for p in document["problems"] if analyses[p]["rows"]]
-    cells, best, table = {}, {}, []
+    cells, best, table, not_run = {}, {}, [], (None, 0, 0)
     for problem in problems:
         for weighting, row in analyses[problem]["rows"].items():
-            median, _, _, failed = spread(
-                row["final" if final else "at_budget"]
-            )
-            cells[problem, weighting] = (median, failed, len(row["runs"]))
+            values = row["final" if final else "at_budget"]
+            median, _, _, failed = spread(values)
+            cells[problem, weighting] = (median, failed, len(values))
             if median is not None:
                 best[problem] = min(best.get(problem, median), median)
     if not final:
@@ -129,27 +115,22 @@ def summary_table(document, final):
             continue
         row = [label(weighting, every)]
         for problem in problems:
-            median, failed, count = cells.get(
-                (problem, weighting), (None, 0, 0)
-            )
+            median, failed, count = cells.get((problem, weighting), not_run)
             text = "—" if not count else "failed"
             if median is not None:
                 text = short(median)
                 text = f"**{text}**" if text == short(best[problem]) else text
             row.append(text + (f" ({failed}/{count} failed)" if failed else ""))
         table.append(row)
-    align = "l" + "r" * len(problems)
-    return harness.markdown_table(["weighting", *problems], align, table)
+    return harness.markdown_table(["weighting", *problems], table)
 
 
 def network_text(settings):
     """The network and optimiser of some settings, in words."""
     features, embedding = settings["fourier_features"], ""
     if features:
-        embedding = (
-            f"{features} random Fourier features (scale "
-            f"{settings['fourier_scale']:g}) into "
-        )
+        scale = f"(scale {settings['fourier_scale']:g})"
+        embedding = f"{features} random Fourier features {scale} into "
     return (
         f"{embedding}a tanh MLP with {settings['depth']} hidden layers of "
         f"{settings['width']}; Adam, learning rate {settings['lr']:g}, "
@@ -172,17 +153,16 @@ def options_text(runs, weighting):
     return "—"
 
 
+# ----------------------------------------------------------------- figures
 def make_figure(problem, analysis, every, path, names=None):
     """Error against training time, a colour per weighting: thin lines the
     seeds, thick the median over seeds, dotted the time budget; ``names``
     (``{weighting: text}``) labels the curves as a user writes them and
     puts the legend outside them."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    fig = Figure(figsize=(9.5 if names else 7.0, 4.2))
+    ax = fig.subplots()
     for index, (weighting, row) in enumerate(analysis["rows"].items()):
         colour = f"C{index}"
         for run in row["runs"]:
@@ -209,42 +189,34 @@ def make_figure(problem, analysis, every, path, names=None):
     ax.grid(True, which="both", alpha=0.25)
     if names:  # outside the curves
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        fig.set_size_inches(9.5, 4.2)
     else:
         ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 #: README.md's headline figure: the wave problem with no weighting, PINA's
 #: rules and the default, which there trains as the sketch without the
 #: band (the band does not act on a time-dependent problem).
 HEADLINE = ("wave", "figures/weightings/wave-headline.png")
-HEADLINE_ROWS = ("none", "pina_self_adaptive", "pina_ntk")
-HEADLINE_ROWS += ("sketch_predictor",)
+HEADLINE_ROWS = ("none", "pina_self_adaptive", "pina_ntk", "sketch_predictor")
 
 
 def headline_names(every):
     """The headline's curves as a user writes them."""
     names = {w: label(w, every).replace("`", "") for w in HEADLINE_ROWS}
     names = {w: text.replace("PINA ", "") for w, text in names.items()}
-    return dict(
-        names, none="no weighting", sketch_predictor="SketchNTKWeighting()"
-    )
+    names.update(none="no weighting", sketch_predictor="SketchNTKWeighting()")
+    return names
 
 
-# -------------------------------------------------------------------- page
 def make_condition_figure(problem, analysis, every, path):
     """Seed 0 of each weighting: each condition's weight relative to the
     interior condition's (the one with most points), and its loss, against
     the steps; a colour per weighting, a line style per condition."""
-    import matplotlib
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.2))
+    fig = Figure(figsize=(10.0, 4.2))
+    left, right = fig.subplots(1, 2)
     styles = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
     for index, (weighting, row) in enumerate(analysis["rows"].items()):
         run = min(row["runs"], key=lambda r: r["seed"])
@@ -273,9 +245,7 @@ def make_condition_figure(problem, analysis, every, path):
         ax.grid(True, which="both", alpha=0.25)
         ax.legend(fontsize=6, loc="best")
     fig.suptitle(f"{problem}: weights and condition losses, seed 0")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    harness.save_figure(fig, path)
 
 
 def has_condition_history(analysis):
@@ -287,6 +257,7 @@ def has_condition_history(analysis):
     )
 
 
+# -------------------------------------------------------------------- page
 def problem_section(document, problem):
     """One problem's section: its set-up, table, failures and figure."""
     runs, parts = document["runs"], document["parts"]
@@ -297,11 +268,8 @@ def problem_section(document, problem):
     first = next(iter(analysis["rows"].values()))["runs"]
     budget = analysis["budget"]
     budget = "—" if budget is None else f"{budget:.0f} s"
-    machines = {
-        parts[r.get("part", 0)]["machine_label"]
-        for r in runs
-        if r["problem"] == problem
-    }
+    own = [r for r in runs if r["problem"] == problem]
+    machines = {parts[r.get("part", 0)]["machine_label"] for r in own}
     counts = ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
     drawn = "drawn once" if problem in FIXED_POINTS else "per step"
     lines = [
@@ -339,7 +307,7 @@ def problem_section(document, problem):
     header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
     header += [f"rel. L2 at {budget}", "ms/step", "cost per step"]
     header.append("final weights")
-    lines += ["", *harness.markdown_table(header, "lrrrrr", table)]
+    lines += ["", *harness.markdown_table(header, table)]
     if notes:
         lines += ["", "Failures and notes:", "", *notes]
     figure = f"figures/weightings/{problem}.png"
@@ -401,7 +369,7 @@ def render(document):
         "",
         "## Weightings as recorded",
         "",
-        *harness.markdown_table(["weighting", "options"], "ll", recorded),
+        *harness.markdown_table(["weighting", "options"], recorded, "ll"),
     ]
     for problem in document["problems"]:
         lines += problem_section(document, problem)
@@ -429,21 +397,17 @@ def write_outputs(document, output_dir):
     page = os.path.join(output_dir, "weightings.md")
     harness.write_page(page, SCRIPT, render(document), TITLE)
     folder = os.path.join(output_dir, "figures", "weightings")
+    every = document["settings"]["update_every"]
     for problem in document["problems"]:
         analysis = analyse(document["runs"], problem, document["weightings"])
-        if analysis["rows"]:
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, f"{problem}.png")
-            every = document["settings"]["update_every"]
-            make_figure(problem, analysis, every, path)
-            if problem == HEADLINE[0] and set(HEADLINE_ROWS) <= set(
-                analysis["rows"]
-            ):
-                rows = {w: analysis["rows"][w] for w in HEADLINE_ROWS}
-                path = os.path.join(output_dir, HEADLINE[1])
-                headline = dict(analysis, rows=rows)
-                names = headline_names(every)
-                make_figure(problem, headline, every, path, names)
-            if has_condition_history(analysis):
-                path = os.path.join(folder, f"{problem}-conditions.png")
-                make_condition_figure(problem, analysis, every, path)
+        if not analysis["rows"]:
+            continue
+        path, rows = os.path.join(folder, f"{problem}.png"), analysis["rows"]
+        make_figure(problem, analysis, every, path)
+        if problem == HEADLINE[0] and set(HEADLINE_ROWS) <= set(rows):
+            headline = dict(analysis, rows={w: rows[w] for w in HEADLINE_ROWS})
+            path = os.path.join(output_dir, HEADLINE[1])
+            make_figure(problem, headline, every, path, headline_names(every))
+        if has_condition_history(analysis):
+            path = os.path.join(folder, f"{problem}-conditions.png")
+            make_condition_figure(problem, analysis, every, path)

@@ -10,14 +10,13 @@ TITLE = "Loss weightings: error against training time"
 #: Problems: the class and the fresh points per condition and step, about
 #: 1000 residual entries as the wave problem's (``t0`` of acoustic_wave
 #: holds two columns); ``None`` takes the class's ``PAPER_POINTS``.
-ZOO = "pina.problem.zoo:"
+ZOO, SQUARE = "pina.problem.zoo:", {"D": 800, "boundary": 200}
+POISSON = (ZOO + "Poisson2DSquareProblem", SQUARE)
 # fmt: off
 PROBLEMS = {
-    "poisson": (ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}),
-    "poisson_fixed": (
-        ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}
-    ),
-    "helmholtz": (ZOO + "HelmholtzProblem", {"D": 800, "boundary": 200}),
+    "poisson": POISSON,
+    "poisson_fixed": POISSON,
+    "helmholtz": (ZOO + "HelmholtzProblem", SQUARE),
     "diffusion_reaction": (
         ZOO + "DiffusionReactionProblem", {"D": 600, "t0": 200, "boundary": 200}
     ),
@@ -27,9 +26,7 @@ PROBLEMS = {
     "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
     "wave": ("pina_ntk.paper.problems:WaveProblem", None),
     # the problem suite's: Poisson as a user builds it, the new problems
-    "poisson_user": (
-        ZOO + "Poisson2DSquareProblem", {"D": 800, "boundary": 200}
-    ),
+    "poisson_user": POISSON,
     **{name: ("suite_problems:" + cls.__name__, cls.POINTS)
        for name, cls in suite_problems.SUITE_PROBLEMS.items()},
 }

@@ -26,6 +26,7 @@ the gradient norms only, so the loss reduction (``mean`` or ``sum``) does
 not change it.
 """
 
+import functools
 import math
 
 import torch
@@ -86,37 +87,124 @@ def gradient_band_factors(weights, gradient_sq_norms, band):
     return torch.where(usable, factors, torch.ones_like(factors))
 
 
-def condition_gradients(losses, params):
+class ConditionGradientTap:
     """
-    The gradient of each condition loss with respect to ``params``, as the
-    rows of one matrix: one backward pass per condition, each through that
-    condition's part of the graph only (which stays alive for the training
-    step's backward). Rows rather than norms, so that a data-parallel run can
-    average the ranks' gradients before it takes their norms.
+    Each condition's loss gradient, read off the training step's own
+    backward pass instead of one more backward pass per condition.
 
-    :param losses: The condition losses, 0-d tensors with their graph.
-    :type losses: list[torch.Tensor]
-    :param list params: The parameters.
-    :return: ``(C, P)`` with ``P`` the number of parameter entries, detached,
-        in the dtype of the first parameter; zeros where a loss does not
-        depend on a parameter.
-    :rtype: torch.Tensor
+    Every evaluation of condition ``c`` runs through views of the parameters
+    of its own (:meth:`aliases`, identity maps: the step computes what it
+    would without them). A hook on a view receives that evaluation's share
+    of the training gradient, ``m_c dL_c/dtheta`` with ``m_c`` the
+    derivative of the training loss with respect to the condition loss
+    ``L_c`` (its weight, times any loss scale or accumulation factor), which
+    a hook on ``L_c`` receives (:meth:`watch_losses`). :meth:`rows` divides
+    the two: ``dL_c/dtheta``, what a backward pass of ``L_c`` alone would
+    give, up to rounding. This holds when the training loss depends on the
+    views of ``c`` only through ``L_c``, as in PINA's weighted sum. The
+    views take gradients only after :meth:`watch_losses`: backward passes
+    through the step's graph before it (the weighting's own, inside the
+    loss aggregation) are not the training gradient.
+
+    :param dict params: ``{name: parameter}``, in the rows' order.
+
+    :Example:
+        >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> tap = ConditionGradientTap({"theta": theta})
+        >>> views = tap.aliases("a", {"theta": theta})["theta"]
+        >>> loss = (views**2).sum()
+        >>> tap.watch_losses({"a": loss})
+        >>> (3.0 * loss).backward()
+        >>> tap.rows(["a"])
+        tensor([[2., 4.]])
     """
-    like = params[0]
-    rows = []
-    for loss in losses:
-        grads = torch.autograd.grad(
-            loss, params, retain_graph=True, allow_unused=True
-        )
-        flat = [
-            (
-                torch.zeros(p.numel(), dtype=like.dtype, device=like.device)
-                if g is None
-                # a tensor subclass's loss (PINA's LabelTensor) passes its class
-                # on to the gradients: plain tensors from here on
-                else torch.Tensor.as_subclass(g, torch.Tensor).reshape(-1)
+
+    def __init__(self, params):
+        self._params = list(params.values())
+        self._index = {name: i for i, name in enumerate(params)}
+        self._gradients = {}  # condition -> [summed gradient or None]
+        self._multipliers = {}  # condition -> dLoss/dL_c
+        self._watching = False  # from watch_losses on
+
+    def aliases(self, condition, params):
+        """
+        Views of ``params`` for one evaluation of ``condition``; their
+        gradients are summed into the condition's row.
+
+        :param str condition: The condition evaluated.
+        :param dict params: ``{name: parameter}``, the names of the tap's.
+        :return: ``{name: view}``.
+        :rtype: dict
+        """
+        sums = self._gradients.setdefault(condition, [None] * len(self._index))
+        views = {}
+        for name, parameter in params.items():
+            view = parameter.view_as(parameter)
+            view.register_hook(
+                functools.partial(self._add, sums, self._index[name])
             )
-            for g, p in zip(grads, params)
-        ]
-        rows.append(torch.cat(flat).to(like.dtype))
-    return torch.stack(rows).detach()
+            views[name] = view
+        return views
+
+    def watch_losses(self, losses):
+        """
+        From now on, sum the gradients reaching the views, and record
+        ``dLoss/dL_c`` for each condition loss: call it just before the
+        training loss's backward pass.
+
+        :param dict losses: ``{condition: 0-d loss with its graph}``.
+        """
+        self._watching = True
+        for condition, loss in losses.items():
+            if loss.requires_grad:
+                loss.register_hook(
+                    functools.partial(_set, self._multipliers, condition)
+                )
+
+    def rows(self, names):
+        """
+        The gradients of the condition losses, after the backward pass.
+
+        :param list names: The conditions, in row order.
+        :return: ``(C, P)`` with ``P`` the number of parameter entries,
+            detached, in the dtype of the first parameter; zeros for a
+            condition (or parameter) the backward pass did not reach, and
+            not finite where the training gradient was not (a loss scaler's
+            overflow step).
+        :rtype: torch.Tensor
+        """
+        like = self._params[0]
+        rows = []
+        for name in names:
+            sums = self._gradients.get(name, [None] * len(self._params))
+            flat = [
+                (
+                    torch.zeros(p.numel(), dtype=like.dtype, device=like.device)
+                    if g is None
+                    else g.reshape(-1).to(like.dtype)
+                )
+                for g, p in zip(sums, self._params)
+            ]
+            row = torch.cat(flat)
+            multiplier = self._multipliers.get(name)
+            if multiplier is not None:
+                row = row / multiplier.to(like.dtype)
+            rows.append(row)
+        return torch.stack(rows).detach()
+
+    def _add(self, sums, index, gradient):
+        """Hook: add a view's gradient to its condition's sum."""
+        if not self._watching:
+            return
+        # a tensor subclass (PINA's LabelTensor) passes its class on to the
+        # gradients: plain tensors from here on
+        gradient = torch.Tensor.as_subclass(gradient, torch.Tensor).detach()
+        previous = sums[index]
+        sums[index] = gradient if previous is None else previous + gradient
+
+
+def _set(multipliers, condition, gradient):
+    """Hook: keep ``dLoss/dL_c``."""
+    multipliers[condition] = torch.Tensor.as_subclass(
+        gradient, torch.Tensor
+    ).detach()

@@ -146,3 +146,7 @@ class StepResiduals(Protocol):
 
     def inputs(self) -> torch.Tensor:
         """The step's input points, flattened (the full-kernel check)."""
+
+    def tap_gradients(self, tap: Any) -> None:
+        """Run the step's evaluations through ``tap``'s parameter views
+        (``None``: the parameters themselves)."""

@@ -13,21 +13,23 @@ sum, and checkpoints its :meth:`KernelStatistics.state_dict`.
 
 One step, in order::
 
-    begin_step(rank, residuals)        seed the step's probe stream
+    begin_step(rank, residuals)        seed the step's probes; if due and
+                                       the band applies, tap the gradients
     weights_for_step(losses)           (from the weighting, in PINA's loss)
       check_names(names)               the same conditions at every step
-      fold_gradients(losses, params)   if due and the band applies
       refresh(blocks, params, fn)      if due: sample -> buffer ->
                                        (band) -> safeguard -> weights
       update_weights(blocks)           else, if weights_stale: buffer ->
                                        safeguard -> weights
-    complete_deferred()                after the backward pass, if pending
+    complete_deferred()                after the backward pass: the loss
+                                       gradients (tapped), a sample (pending)
     end_step()                         drop what is left, step += 1
 
 Refreshes come every ``weighting.refresh_every_n_steps`` steps; between
 them the weights stay fixed, except that a sample completed after a
-backward pass (deferred) enters the weights at the next step whether a
-refresh is due then or not.
+backward pass (deferred), and the condition losses' gradients of a refresh
+step (``gradient_band``, read off that step's own backward pass), enter the
+weights at the next step whether a refresh is due then or not.
 """
 
 import contextlib
@@ -38,7 +40,7 @@ import torch
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import (
     GRADIENT_ALPHA,
-    condition_gradients,
+    ConditionGradientTap,
     gradient_band_factors,
 )
 from ..core.moving_average import KernelBuffer, MovingAverage, rate_per_sample
@@ -127,6 +129,8 @@ class KernelStatistics:
         self._weights_stale = False
         # MovingAverage of the squared loss-gradient norms (gradient_band)
         self._gradients = None
+        # ConditionGradientTap of the running step (gradient_band, due)
+        self._tap = None
 
     # ------------------------------------------------------------ the run
     def start(self, device):
@@ -161,6 +165,10 @@ class KernelStatistics:
         self._residuals = residuals
         self.in_training_step = True
         self.generator.manual_seed(probe_seed(self.seed, rank, self.step))
+        if self.weighting.band_applies() and self.is_due():
+            # before the forward pass: its evaluations run through the tap
+            self._tap = ConditionGradientTap(residuals.parameters())
+            residuals.tap_gradients(self._tap)
 
     def weights_for_step(self, losses):
         """
@@ -179,8 +187,6 @@ class KernelStatistics:
         residuals = self._residuals
         if self.is_due():
             params = residuals.parameters()
-            if self.weighting.band_applies():
-                self.fold_gradients([losses[n] for n in names], params)
             timed = self.reports.times_refresh
             start = device_clock(residuals.device) if timed else None
             with full_precision(residuals.device.type) as mixed:
@@ -210,14 +216,26 @@ class KernelStatistics:
             # in now (the safeguard reads the step's residual values)
             with torch.no_grad():
                 self.update_weights(residuals.blocks(names))
+        if self._tap is not None:
+            # after the refresh's own backward passes: the next one through
+            # the step's graph is the training loss's
+            self._tap.watch_losses(losses)
         return self.weight_tensors
 
     def complete_deferred(self):
         """
-        Complete a sample prepared before the backward pass, at the step's
-        parameters ``theta_t`` (the optimiser has not stepped yet). Every
-        point is evaluated at once: no training graph is alive now.
+        Complete what waits for the backward pass: fold in the condition
+        losses' gradients it yielded (``gradient_band``, at a refresh step),
+        and complete a sample prepared before it, at the step's parameters
+        ``theta_t`` (the optimiser has not stepped yet). Every point is
+        evaluated at once: no training graph is alive now. Both enter the
+        weights at the next step.
         """
+        if self._tap is not None:
+            tap, self._tap = self._tap, None
+            self._residuals.tap_gradients(None)
+            self.fold_gradients(tap.rows(self.names))
+            self._weights_stale = True
         if self._pending is None:
             return
         prepared, params, sizes = self._pending
@@ -245,6 +263,7 @@ class KernelStatistics:
         pass, and the parameters may have moved since).
         """
         self._pending = None
+        self._tap = None
         self._residuals = None
         self.in_training_step = False
 
@@ -324,23 +343,22 @@ class KernelStatistics:
         self.refreshes += 1
         self._update_weights(residuals, sizes)
 
-    def fold_gradients(self, losses, params):
+    def fold_gradients(self, local):
         """
         Fold the squared norms of the condition losses' gradients into
         their moving average (``gradient_band`` only): rate
-        :data:`~pina_ntk.core.gradient_band.GRADIENT_ALPHA` per step.
+        :data:`~pina_ntk.core.gradient_band.GRADIENT_ALPHA` per step. A
+        sample with a non-finite norm (a loss scaler's overflow step) is
+        not folded in.
 
         Under data parallelism each rank differentiates its own share of
         the points, and DDP averages the ranks' gradients: so are these,
         before their norms are taken, and every rank forms the factors of
         the global gradient (those of one process on all the points).
 
-        :param losses: The condition losses with their graph, in the order
-            of :meth:`check_names`.
-        :type losses: list[torch.Tensor]
-        :param dict params: ``{name: parameter}`` of the kernel.
+        :param torch.Tensor local: ``(C, P)``, this process's gradients of
+            the condition losses, in the order of :meth:`check_names`.
         """
-        local = condition_gradients(losses, list(params.values()))
         # one all-reduce: the gradients and the number of ranks
         ones = local.new_ones(local.shape[0], 1)
         total = self.global_sum(torch.cat([local, ones], dim=1))

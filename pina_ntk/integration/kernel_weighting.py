@@ -117,6 +117,8 @@ class KernelWeighting(SolverAttachedWeighting):
         :param solver: The PINA solver this weighting was attached to.
         """
         offer_callback(solver, NTKCallback)
+        # known before the first step, whose forward pass the band taps
+        self._stationary = is_stationary(solver.problem)
 
     @property
     def driver(self):

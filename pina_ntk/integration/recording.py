@@ -49,6 +49,18 @@ def batch_calls(solver, batch):
     return calls
 
 
+class _Evaluate(torch.nn.Module):
+    """Runs one ``condition.evaluate`` call; holds the solver as a submodule
+    so that functional_call can swap its parameters for that call."""
+
+    def __init__(self, solver):
+        super().__init__()
+        self.solver = solver
+
+    def forward(self, evaluate, batch):
+        return evaluate(batch, self.solver)
+
+
 class _Replay(torch.nn.Module):
     """Evaluates recorded ``condition.evaluate`` calls; holds the solver as a
     submodule so that functional_call can swap its parameters."""
@@ -186,6 +198,8 @@ class ResidualRecorder:
         self.calls = []  # (name, original evaluate, batch)
         self.residuals = []
         self.recording = False
+        self.tap = None  # a ConditionGradientTap for this step, or None
+        self._evaluate = _Evaluate(solver)
 
     @property
     def device(self):
@@ -221,11 +235,44 @@ class ResidualRecorder:
         """Forget earlier calls and begin recording."""
         self.calls, self.residuals = [], []
         self.recording = True
+        self.tap = None
 
     def stop(self):
         """Stop recording and drop references to tensors."""
         self.recording = False
         self.calls, self.residuals = [], []
+        self.tap = None
+
+    def tap_gradients(self, tap):
+        """
+        Run this step's condition evaluations through the views of ``tap``
+        (a :class:`~pina_ntk.core.gradient_band.ConditionGradientTap`), so
+        that the step's backward pass also yields each condition's
+        gradient; ``None`` evaluates with the parameters themselves.
+
+        :param tap: The tap, or ``None``.
+        """
+        self.tap = tap
+
+    def evaluate(self, name, evaluate, batch, solver):
+        """
+        One recorded ``condition.evaluate(batch, solver)`` call, through the
+        tap's views of the parameters when a tap is set (and ``solver`` is
+        this recorder's).
+
+        :param str name: The condition.
+        :param callable evaluate: Its original ``evaluate``.
+        :param dict batch: Its data.
+        :param solver: The solver PINA passes.
+        :return: What ``evaluate`` returns.
+        """
+        if self.tap is None or solver is not self.solver:
+            return evaluate(batch, solver)
+        views = self.tap.aliases(name, self.parameters())
+        prefixed = {f"solver.{k}": v for k, v in views.items()}
+        return functional_call(
+            self._evaluate, prefixed, (evaluate, batch), strict=False
+        )
 
     def names(self):
         """:return: Recorded condition names, first-call order. :rtype: list"""
@@ -289,10 +336,12 @@ class _RecordingEvaluate:
         self.original = original
 
     def __call__(self, batch, solver):
-        residual = self.original(batch, solver)
-        if self.recorder.recording:
-            self.recorder.calls.append((self.name, self.original, dict(batch)))
-            self.recorder.residuals.append(as_plain_tensor(residual))
+        recorder = self.recorder
+        if not recorder.recording:
+            return self.original(batch, solver)
+        residual = recorder.evaluate(self.name, self.original, batch, solver)
+        recorder.calls.append((self.name, self.original, dict(batch)))
+        recorder.residuals.append(as_plain_tensor(residual))
         return residual
 
     def __reduce__(self):

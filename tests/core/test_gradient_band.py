@@ -7,7 +7,7 @@ import torch
 
 from pina_ntk.core.gradient_band import (
     check_band,
-    condition_gradients,
+    ConditionGradientTap,
     gradient_band_factors,
 )
 
@@ -93,46 +93,80 @@ def test_factors_stay_in_the_band_for_extreme_gradients():
     torch.testing.assert_close(factors, torch.tensor([4.0, 1.0, 0.25]))
 
 
-def test_gradients_by_hand():
+def tapped_losses(tap, params):
+    """Condition losses built through the tap's views, as a training step
+    would: ``a`` in two evaluations, ``b`` without ``theta``, ``c`` constant
+    (no graph)."""
+    first = tap.aliases("a", params)
+    second = tap.aliases("a", params)
+    only = tap.aliases("b", params)
+    theta, other = first["theta"], first["other"]
+    losses = {
+        # L_a = (theta_0 + 2 theta_1)^2 + other^2 theta_0, over two calls
+        "a": (theta[0] + 2 * theta[1]) ** 2
+        + second["other"][0] ** 2 * second["theta"][0],
+        # L_b = 2 other: gradient (0, 0; 2)
+        "b": 2.0 * only["other"][0],
+        "c": torch.tensor(0.5),
+    }
+    return losses
+
+
+def test_tapped_gradients_by_hand():
+    # at theta = (1, 2), other = 3: dL_a = (2*5 + 9, 2*5*2; 2*3*1)
     theta = torch.tensor([1.0, 2.0], requires_grad=True)
     other = torch.tensor([3.0], requires_grad=True)
-    # L_0 = (theta_0 + 2 theta_1)^2: gradient 2 * 5 * (1, 2; 0)
-    # L_1 = other^2 theta_0: gradient (9, 0; 6)
-    # L_2 = 0 * theta_0: gradient zero; L_3 does not use theta at all
-    losses = [
-        (theta[0] + 2 * theta[1]) ** 2,
-        other[0] ** 2 * theta[0],
-        0.0 * theta[0],
-        other[0] * 2.0,
-    ]
-    gradients = condition_gradients(losses, [theta, other])
+    params = {"theta": theta, "other": other}
+    tap = ConditionGradientTap(params)
+    losses = tapped_losses(tap, params)
+    # a backward pass through the views before watch_losses (the
+    # weighting's own, inside the loss aggregation) is not summed
+    torch.autograd.grad(losses["a"], [theta], retain_graph=True)
+    tap.watch_losses(losses)
+    # a weighted sum, scaled as a loss scaler would: the rows divide by
+    # dLoss/dL_c, so neither the weights nor the scale remain
+    weights = {"a": 0.25, "b": 3.0, "c": 7.0}
+    total = 64.0 * sum(weights[c] * losses[c] for c in losses)
+    total.backward()
+    rows = tap.rows(["b", "a", "c"])
     expected = torch.tensor(
-        [[10.0, 20.0, 0.0], [9.0, 0.0, 6.0], [0.0, 0.0, 0.0], [0.0, 0.0, 2.0]]
+        [[0.0, 0.0, 2.0], [19.0, 20.0, 6.0], [0.0, 0.0, 0.0]]
     )
-    torch.testing.assert_close(gradients, expected)
-    assert not gradients.requires_grad
-    # the graph is kept for the training step's backward
-    sum(losses).backward()
-    assert theta.grad is not None
+    torch.testing.assert_close(rows, expected)
+    assert not rows.requires_grad
+    # the parameters' own gradient is the training gradient, as without views
+    torch.testing.assert_close(
+        theta.grad, 64.0 * 0.25 * torch.tensor([19.0, 20.0])
+    )
+    torch.testing.assert_close(
+        other.grad, 64.0 * torch.tensor([0.25 * 6.0 + 3.0 * 2.0])
+    )
 
 
-def test_gradients_take_the_first_parameters_dtype_and_device():
-    # documented: the rows are in the dtype of the first parameter, whatever
-    # the others' dtypes; the zeros of an unused parameter are created on the
-    # parameters' device ("meta" stands in for an accelerator)
+def test_tapped_gradients_take_the_first_parameters_dtype():
     first = torch.tensor([1.0, 2.0], requires_grad=True)
     second = torch.tensor([3.0], dtype=torch.float64, requires_grad=True)
-    losses = [(first**2).sum() + second[0], 3.0 * second[0]]
-    gradients = condition_gradients(losses, [first, second])
-    assert gradients.dtype == torch.float32
-    expected = torch.tensor([[2.0, 4.0, 1.0], [0.0, 0.0, 3.0]])
-    torch.testing.assert_close(gradients, expected)
-    first = torch.ones(2, device="meta", requires_grad=True)
-    second = torch.ones(1, device="meta", requires_grad=True)
-    gradients = condition_gradients(
-        [(first**2).sum(), 2.0 * second.sum()], [first, second]
-    )
-    assert gradients.device.type == "meta" and gradients.shape == (2, 3)
+    params = {"first": first, "second": second}
+    tap = ConditionGradientTap(params)
+    views = tap.aliases("a", params)
+    loss = (views["first"] ** 2).sum() + views["second"][0].float()
+    tap.watch_losses({"a": loss})
+    (2.0 * loss).backward()
+    rows = tap.rows(["a", "unseen"])
+    assert rows.dtype == torch.float32
+    expected = torch.tensor([[2.0, 4.0, 1.0], [0.0, 0.0, 0.0]])
+    torch.testing.assert_close(rows, expected)
+
+
+def test_an_overflowed_backward_pass_gives_non_finite_rows():
+    # a loss scaler's overflow step: the gradients reaching the views are
+    # not finite, and the rows must say so (they are then not averaged)
+    theta = torch.tensor([1.0, 2.0], requires_grad=True)
+    tap = ConditionGradientTap({"theta": theta})
+    loss = (tap.aliases("a", {"theta": theta})["theta"] ** 2).sum()
+    tap.watch_losses({"a": loss})
+    (loss * torch.tensor(math.inf)).backward()
+    assert not torch.isfinite(tap.rows(["a"])).all()
 
 
 @pytest.mark.parametrize("band", [0.5, 0, -2.0, math.inf, "2", True])

@@ -30,25 +30,29 @@ WIDE = (1e-30, 1e30)
 GRADIENT_ALPHA = 1e-2
 
 
-def first_weights(kind, weighting, ntk=True):
-    """The weights of the first training step of a zoo problem."""
+def step_weights(kind, weighting, step, ntk=True):
+    """The weights of a training step of a zoo problem."""
     solver = make_solver(kind, weighting=weighting, seed=1)
     history = WeightHistory()
-    make_trainer(solver, steps=1, callbacks=[history], ntk=ntk).train()
-    return history.weights[0]
+    make_trainer(solver, steps=step + 1, callbacks=[history], ntk=ntk).train()
+    return history.weights[step]
 
 
 def test_a_wide_band_gives_the_self_adaptive_weights():
-    # PINA's SelfAdaptiveWeighting at the same first step: sum ||g|| / ||g_c||
-    # for the same losses; without a band the factors turn the NTK weights
-    # into these up to one common factor
-    banded = first_weights(
+    # PINA's SelfAdaptiveWeighting at the first step: sum ||g|| / ||g_c||;
+    # the band's factors from that step's gradients turn the NTK weights
+    # into these up to one common factor, from the second step on (the
+    # gradients are read off the first step's backward pass). The first
+    # step has NTK weights in both NTK runs, so both reach the same second
+    # step's parameters
+    banded = step_weights(
         "poisson",
         NTKWeighting(safeguard=None, weight_bounds=WIDE, gradient_band=1e12),
+        step=1,
     )
-    adaptive = first_weights("poisson", SelfAdaptiveWeighting(), ntk=False)
-    plain = first_weights(
-        "poisson", NTKWeighting(safeguard=None, weight_bounds=WIDE)
+    adaptive = step_weights("poisson", SelfAdaptiveWeighting(), 0, ntk=False)
+    plain = step_weights(
+        "poisson", NTKWeighting(safeguard=None, weight_bounds=WIDE), step=1
     )
     names = sorted(adaptive)
     ratios = [banded[c] / adaptive[c] for c in names]
@@ -58,11 +62,22 @@ def test_a_wide_band_gives_the_self_adaptive_weights():
     assert max(plain_ratios) / min(plain_ratios) > 2
 
 
+def test_the_first_step_has_the_ntk_weights():
+    # no loss gradient has been read before the first backward pass
+    plain = step_weights("poisson", NTKWeighting(safeguard=None), 0)
+    banded = step_weights(
+        "poisson", NTKWeighting(safeguard=None, gradient_band=4.0), 0
+    )
+    assert banded == pytest.approx(plain, rel=1e-6)
+
+
 @pytest.mark.parametrize("band", [2.0, 4.0])
 def test_weights_stay_within_the_band_around_the_ntk_weights(band):
-    plain = first_weights("poisson", NTKWeighting(safeguard=None))
-    banded = first_weights(
-        "poisson", NTKWeighting(safeguard=None, gradient_band=band)
+    # at the second step: the same parameters (the first step's weights
+    # are the same), the factors of the first step's gradients
+    plain = step_weights("poisson", NTKWeighting(safeguard=None), 1)
+    banded = step_weights(
+        "poisson", NTKWeighting(safeguard=None, gradient_band=band), 1
     )
     factors = torch.tensor([banded[c] / plain[c] for c in plain])
     assert (factors >= (1 - 1e-5) / band).all()
@@ -171,15 +186,22 @@ def banded_by_hand(traces, sizes, squared, band, bounds=(1e-6, 1e6)):
 
 
 def expected_history(reference, steps, every, band, alpha=GRADIENT_ALPHA):
-    """The weights of each step: formed at the last refresh, kept between."""
+    """The weights of each step: the traces of the last refresh, the
+    gradients averaged up to the refresh before this step (read off its
+    backward pass, they enter from the next step on; none at step 0)."""
     refreshes = list(range(0, steps, every))
     average = averaged(reference.squared, refreshes, every, alpha)
     history = []
     for step in range(steps):
         last = max(r for r in refreshes if r <= step)
+        folded = [r for r in refreshes if r < step]
+        if not folded:  # factor 1 everywhere: the NTK weights
+            gradients, limit = reference.squared[0], 1.0
+        else:
+            gradients, limit = average[max(folded)], band
         history.append(
             banded_by_hand(
-                reference.traces[last], reference.sizes, average[last], band
+                reference.traces[last], reference.sizes, gradients, limit
             )
         )
     return history
@@ -207,7 +229,7 @@ def test_exact_band_weights_by_hand(every):
     # the check can fail: the band acts inside its limits (neither 1 nor
     # clamped), and the average at ten times the rate gives other weights
     plain = expected_history(reference, steps, every, 1.0)
-    factors = [w[c] / p[c] for w, p in zip(expected, plain) for c in w]
+    factors = [w[c] / p[c] for w, p in zip(expected[1:], plain[1:]) for c in w]
     assert all(1.01 < max(f, 1 / f) < 0.99 * band for f in factors)
     fast = expected_history(reference, steps, every, band, 10 * GRADIENT_ALPHA)
     assert relative_gap(fast, expected) > 10 * tolerance
@@ -215,8 +237,9 @@ def test_exact_band_weights_by_hand(every):
 
 def test_a_vanishing_loss_keeps_its_ntk_weight():
     # exact weights: the vanishing condition keeps its NTK weight (factor 1,
-    # left out of the mean), the others are balanced between themselves
-    steps, band = 8, 4.0
+    # left out of the mean), the others are balanced between themselves (a
+    # band wide enough for their factors, about 6, not to be clamped)
+    steps, band = 8, 16.0
     problem = line_problem(vanishing_residual, "vanishing")
     torch.manual_seed(0)
     weighting = NTKWeighting(safeguard=None, gradient_band=band)
@@ -228,13 +251,15 @@ def test_a_vanishing_loss_keeps_its_ntk_weight():
     assert all(s["vanishing"] == 0 for s in reference.squared)
     expected = expected_history(reference, steps, 1, band)
     assert relative_gap(history.weights, expected) < 2e-4
-    # unclamped, the two others' weighted gradient norms are equal
-    average = averaged(reference.squared, range(steps), 1)[steps - 1]
+    # unclamped, the two others' weighted gradient norms are equal (the last
+    # step's weights take the gradients averaged up to the step before)
+    average = averaged(reference.squared, range(steps), 1)[steps - 2]
     last = history.weights[-1]
     balance = [last[c] * math.sqrt(average[c]) for c in ("D", "ends")]
     plain = expected_history(reference, steps, 1, 1.0)[-1]
-    if all(1 / band < last[c] / plain[c] < band for c in ("D", "ends")):
-        assert balance[0] == pytest.approx(balance[1], rel=2e-4)
+    factors = [last[c] / plain[c] for c in ("D", "ends")]
+    assert all(1.01 / band < f < 0.99 * band for f in factors)
+    assert balance[0] == pytest.approx(balance[1], rel=2e-4)
 
 
 def test_a_vanishing_loss_under_the_sketch_balances_the_others():
@@ -263,9 +288,56 @@ def test_a_vanishing_loss_under_the_sketch_balances_the_others():
     with pytest.warns(RuntimeWarning, match=r"\['vanishing'\] is exactly zero"):
         trainer.train()
     average = averaged(reference.squared, range(steps), 1)
-    for step, weights in enumerate(history.weights):
+    for step, weights in enumerate(history.weights[1:], start=1):
+        # the gradients averaged up to the step before
         balance = [
-            weights[c] * math.sqrt(average[step][c]) for c in ("D", "ends")
+            weights[c] * math.sqrt(average[step - 1][c]) for c in ("D", "ends")
         ]
         assert balance[0] == pytest.approx(balance[1], rel=2e-4), step
         assert weights["vanishing"] == 1.0
+
+
+class ExtraBackward(lightning.Callback):
+    """One more backward pass of the training loss at every step, as the
+    band's earlier version took per condition at each refresh."""
+
+    def on_before_backward(self, trainer, pl_module, loss):
+        params = [p for p in pl_module.parameters() if p.requires_grad]
+        torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+
+
+def backward_passes(weighting, steps=6, callbacks=()):
+    """The backward passes through the first layer's output during a short
+    Poisson training with ``weighting``: PINA's derivative operators, the
+    sketch's ``J^T g``, the training loss's, and any other."""
+    solver = make_solver("poisson", weighting=weighting, seed=4)
+    first = next(m for m in solver.modules() if isinstance(m, torch.nn.Linear))
+    count = [0]
+
+    def count_backward(gradient):
+        count[0] += 1
+
+    def hook(module, inputs, output):
+        if output.requires_grad:
+            output.register_hook(count_backward)
+
+    first.register_forward_hook(hook)
+    make_trainer(solver, steps=steps, callbacks=list(callbacks)).train()
+    return count[0]
+
+
+def test_the_band_adds_no_backward_pass():
+    # the band reads each condition loss's gradient off the training step's
+    # own backward pass: with it, training makes exactly the backward passes
+    # it makes without it
+    options = dict(sample_every_n_steps=2, warmup_samples=2, seed=0)
+    banded = backward_passes(SketchNTKWeighting(gradient_band=4.0, **options))
+    plain = backward_passes(SketchNTKWeighting(gradient_band=None, **options))
+    assert banded == plain
+    # the count sees a backward pass of the loss through the step's graph:
+    # one more per step passes both conditions' first-layer outputs
+    extra = backward_passes(
+        SketchNTKWeighting(gradient_band=None, **options),
+        callbacks=[ExtraBackward()],
+    )
+    assert extra == plain + 2 * 6
