@@ -62,7 +62,9 @@ class NTKWeighting(KernelWeighting):
         without a band (:mod:`pina_ntk.core.gradient_band`). The factor
         follows the losses' progress (the squared gradient norms are
         averaged over about 100 steps) and cannot run away when a loss
-        vanishes. Costs one backward pass per condition at each update. A
+        vanishes. Its gradients are read off the training step's own
+        backward pass (no backward pass of its own) and enter the weights
+        from the next step on. A
         time-dependent problem keeps the NTK weights: balancing gradients
         lifts the PDE's weight above the initial data's, which lost the
         wave problem (``docs/weights.md``).

@@ -140,13 +140,14 @@ class SketchNTKWeighting(KernelWeighting):
         with ``full_kernel``. Default ``"trace"``.
     :type statistic: str | dict
     :param gradient_band: As in :class:`NTKWeighting`: a band ``b >= 1``
-        for a gradient-norm factor applied at each sample (one backward pass
-        per condition every ``sample_every_n_steps`` steps), or ``None`` for
-        the NTK weights alone (Algorithms 2-3 as published). The band acts
-        on stationary problems only; a time-dependent problem keeps the NTK
-        weights whatever its value. Default ``4.0``, chosen on the
-        weightings benchmark (``docs/weights.md``, *A gradient-norm factor
-        in a band*).
+        for a gradient-norm factor applied at each sample (its gradients
+        read off the training step's own backward pass: no backward pass
+        of its own), or ``None`` for the NTK weights alone (Algorithms 2-3
+        as published). The band acts on stationary problems only; a
+        time-dependent problem keeps the NTK weights whatever its value.
+        Default ``4.0``, kept by the problem suite's confirmation half
+        (``docs/suite.md``; the rule: ``docs/weights.md``, *A
+        gradient-norm factor in a band*).
     :type gradient_band: float | None
     :raises ValueError: If an argument is out of range or unknown.
 
