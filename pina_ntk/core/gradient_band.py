@@ -111,7 +111,7 @@ class ConditionGradientTap:
     :Example:
         >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
         >>> tap = ConditionGradientTap({"theta": theta})
-        >>> views = tap.aliases("a", {"theta": theta})["theta"]
+        >>> views = tap.aliases("a")["theta"]
         >>> loss = (views**2).sum()
         >>> tap.watch_losses({"a": loss})
         >>> (3.0 * loss).backward()
@@ -120,29 +120,25 @@ class ConditionGradientTap:
     """
 
     def __init__(self, params):
-        self._params = list(params.values())
-        self._index = {name: i for i, name in enumerate(params)}
+        self._params = dict(params)
         self._gradients = {}  # condition -> [summed gradient or None]
         self._multipliers = {}  # condition -> dLoss/dL_c
         self._watching = False  # from watch_losses on
 
-    def aliases(self, condition, params):
+    def aliases(self, condition):
         """
-        Views of ``params`` for one evaluation of ``condition``; their
+        Views of the parameters for one evaluation of ``condition``; their
         gradients are summed into the condition's row.
 
         :param str condition: The condition evaluated.
-        :param dict params: ``{name: parameter}``, the names of the tap's.
-        :return: ``{name: view}``.
+        :return: ``{name: view}``, the tap's parameter names.
         :rtype: dict
         """
-        sums = self._gradients.setdefault(condition, [None] * len(self._index))
+        sums = self._gradients.setdefault(condition, [None] * len(self._params))
         views = {}
-        for name, parameter in params.items():
+        for index, (name, parameter) in enumerate(self._params.items()):
             view = parameter.view_as(parameter)
-            view.register_hook(
-                functools.partial(self._add, sums, self._index[name])
-            )
+            view.register_hook(functools.partial(self._add, sums, index))
             views[name] = view
         return views
 
@@ -173,17 +169,18 @@ class ConditionGradientTap:
             overflow step).
         :rtype: torch.Tensor
         """
-        like = self._params[0]
+        params = list(self._params.values())
+        like = params[0]
         rows = []
         for name in names:
-            sums = self._gradients.get(name, [None] * len(self._params))
+            sums = self._gradients.get(name, [None] * len(params))
             flat = [
                 (
                     torch.zeros(p.numel(), dtype=like.dtype, device=like.device)
                     if g is None
                     else g.reshape(-1).to(like.dtype)
                 )
-                for g, p in zip(sums, self._params)
+                for g, p in zip(sums, params)
             ]
             row = torch.cat(flat)
             multiplier = self._multipliers.get(name)

@@ -268,7 +268,7 @@ class ResidualRecorder:
         """
         if self.tap is None or solver is not self.solver:
             return evaluate(batch, solver)
-        views = self.tap.aliases(name, self.parameters())
+        views = self.tap.aliases(name)
         prefixed = {f"solver.{k}": v for k, v in views.items()}
         return functional_call(
             self._evaluate, prefixed, (evaluate, batch), strict=False

@@ -93,13 +93,13 @@ def test_factors_stay_in_the_band_for_extreme_gradients():
     torch.testing.assert_close(factors, torch.tensor([4.0, 1.0, 0.25]))
 
 
-def tapped_losses(tap, params):
+def tapped_losses(tap):
     """Condition losses built through the tap's views, as a training step
     would: ``a`` in two evaluations, ``b`` without ``theta``, ``c`` constant
     (no graph)."""
-    first = tap.aliases("a", params)
-    second = tap.aliases("a", params)
-    only = tap.aliases("b", params)
+    first = tap.aliases("a")
+    second = tap.aliases("a")
+    only = tap.aliases("b")
     theta, other = first["theta"], first["other"]
     losses = {
         # L_a = (theta_0 + 2 theta_1)^2 + other^2 theta_0, over two calls
@@ -118,7 +118,7 @@ def test_tapped_gradients_by_hand():
     other = torch.tensor([3.0], requires_grad=True)
     params = {"theta": theta, "other": other}
     tap = ConditionGradientTap(params)
-    losses = tapped_losses(tap, params)
+    losses = tapped_losses(tap)
     # a backward pass through the views before watch_losses (the
     # weighting's own, inside the loss aggregation) is not summed
     torch.autograd.grad(losses["a"], [theta], retain_graph=True)
@@ -148,7 +148,7 @@ def test_tapped_gradients_take_the_first_parameters_dtype():
     second = torch.tensor([3.0], dtype=torch.float64, requires_grad=True)
     params = {"first": first, "second": second}
     tap = ConditionGradientTap(params)
-    views = tap.aliases("a", params)
+    views = tap.aliases("a")
     loss = (views["first"] ** 2).sum() + views["second"][0].float()
     tap.watch_losses({"a": loss})
     (2.0 * loss).backward()
@@ -163,7 +163,7 @@ def test_an_overflowed_backward_pass_gives_non_finite_rows():
     # not finite, and the rows must say so (they are then not averaged)
     theta = torch.tensor([1.0, 2.0], requires_grad=True)
     tap = ConditionGradientTap({"theta": theta})
-    loss = (tap.aliases("a", {"theta": theta})["theta"] ** 2).sum()
+    loss = (tap.aliases("a")["theta"] ** 2).sum()
     tap.watch_losses({"a": loss})
     (loss * torch.tensor(math.inf)).backward()
     assert not torch.isfinite(tap.rows(["a"])).all()
