@@ -95,7 +95,7 @@ FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
 FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
 FULL.update(accuracy_width=None, accuracy_checkpoints=[0, 50, 100, 200])
 FULL.update(accuracy_seeds=3, threads=1, seed=0, min_periods=3)
-FULL.update(problem="acoustic_wave")
+FULL.update(rows=None, problem="acoustic_wave")
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, accuracy_checkpoints=[0, 5])
 QUICK.update(accuracy_seeds=2, min_periods=1)
@@ -120,10 +120,14 @@ SETTING_FLAGS = (
      "steps where sketched and exact weights are compared", {"nargs": "+"}),
     ("accuracy_seeds", "seeds (runs per estimator) of the accuracy study", {}),
     ("seed", "first seed: points, initial network and probes", {}),
+    ("rows", "the rows measured, by key (unweighted always)",
+     {"type": str, "nargs": "+", "choices": CONFIG_KEYS[1:]}),
     ("problem", "the problem trained", {"type": str, "choices": [*PROBLEMS]}),
 )
 # fmt: on
 SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
+#: The integer settings (checked against their least value).
+COUNTS = [name for name, _, o in SETTING_FLAGS if o.get("type") is not str]
 #: Page titles, by script.
 TITLES = {
     "overhead.py": "cost and accuracy of NTK loss weights in PINA",
@@ -134,6 +138,8 @@ TITLES = {
 #: The studies' worker jobs (their modules: ``settings_line``, ``numbers``).
 STUDIES = dict(time="step_time:run_timing", memory="peak_memory:run_memory")
 STUDIES["accuracy"] = "sketch_accuracy:run_accuracy"
+#: Each study's raw results key.
+STUDY_RAW = dict(time="timing", memory="memory", accuracy="accuracy")
 
 
 def build_solver(task, key, safeguard="default", spec="row"):
@@ -216,6 +222,13 @@ def train_row(task, key, steps, *probes, **options):
     return count
 
 
+def measured_keys(settings):
+    """The keys of the rows measured (all but those ``rows`` leaves out),
+    in table order."""
+    chosen = settings.get("rows") or CONFIG_KEYS
+    return tuple(k for k in CONFIG_KEYS if k in chosen or k == "unweighted")
+
+
 def config_label(key, settings):
     """:return: The table label of a row. :rtype: str"""
     return LABELS[key].format(period=settings["period"])
@@ -274,13 +287,14 @@ def summarise(results, settings, studies):
     tables = [s for s in studies if s != "accuracy"]
     rows, targets = [], []
     for width in settings["widths"] if tables else ():
-        for key in CONFIG_KEYS:
+        keys = measured_keys(settings)
+        for key in keys:
             label = config_label(key, settings)
             rows.append(dict(width=width, key=key, label=label))
         for study in tables:
             found = modules[study].numbers(results, settings, width)
             document["parameters"][str(width)], values, checks = found
-            for row in rows[-len(CONFIG_KEYS) :]:
+            for row in rows[-len(keys) :]:
                 row[study] = values[row["key"]]
             targets += checks
     if rows:
@@ -291,6 +305,34 @@ def summarise(results, settings, studies):
     if targets:
         document["targets"] = targets
     return document
+
+
+def render_results(document, output=None):
+    """The page block of a results file, its raw measurements (where it
+    kept them) summarised anew by this code."""
+    if "raw" in document:
+        document = dict(document, **resummarise(document))
+    return render(document, output)
+
+
+def resummarise(document):
+    """The summary of a results file's raw measurements (JSON's string keys
+    back to widths)."""
+    raw, settings = dict(document["raw"]), document["settings"]
+    for study in ("timing", "memory"):
+        raw[study] = {int(w): v for w, v in raw.get(study, {}).items()}
+    studies = [
+        s for s, k in STUDY_RAW.items() if any((raw.get(k) or {}).values())
+    ]
+    present = {
+        run["key"]
+        for rounds in raw["timing"].values()
+        for timing in rounds
+        for run in timing["runs"]
+    }
+    present.update(*(m["peaks"] for m in raw["memory"].values()))
+    settings = dict(settings, rows=[k for k in CONFIG_KEYS if k in present])
+    return summarise(raw, settings, studies)
 
 
 def study_main(script, names, studies, default_output=None):
@@ -305,15 +347,17 @@ def run_script(script, names, studies, default_output, argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=f"The {TITLES[script]}.")
 
-    def default(value):
+    def default(value, name):
+        if name == "rows":
+            return "all"
         if value is None:  # accuracy_width
             return "first of --widths" if "widths" in names else "20/100"
         return " ".join(map(str, value)) if isinstance(value, list) else value
 
     for name, text, options in SETTING_FLAGS:
         if name in names:
-            text += f" (default {default(FULL[name])}; "
-            text += f"--quick {default(QUICK[name])})"
+            text += f" (default {default(FULL[name], name)}; "
+            text += f"--quick {default(QUICK[name], name)})"
             flag = "--" + name.replace("_", "-")
             parser.add_argument(flag, help=text, **{"type": int, **options})
     text = "where to train; auto picks CUDA when available (default auto)"
@@ -332,7 +376,7 @@ def run_script(script, names, studies, default_output, argv=None):
         settings.update({k: v for k, v in flags.items() if v is not None})
         if settings["accuracy_width"] is None:
             settings["accuracy_width"] = settings["widths"][0]
-        for name in SETTING_NAMES[:-1]:  # problem, the last, is a choice
+        for name in COUNTS:
             least = int(name not in ("seed", "accuracy_checkpoints"))
             value = settings[name]
             if min(value if isinstance(value, list) else [value]) < least:
@@ -353,7 +397,7 @@ def run_script(script, names, studies, default_output, argv=None):
         if args.output is not None:
             path = os.path.splitext(args.output)[0] + ".json"
             harness.write_json(path, document)
-    block = render(document, args.output)
+    block = render_results(document, args.output)
     if args.output is not None:
         title = f"Benchmark: {TITLES[document['script']]}"
         harness.write_page(args.output, document["script"], block, title)

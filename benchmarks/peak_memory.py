@@ -6,11 +6,11 @@ import math
 
 import configurations
 import harness
-from configurations import CONFIG_KEYS, config_label, train_row
+from configurations import config_label, train_row
 
 #: The settings this study takes as flags.
 SETTINGS = ("threads", "widths", "depth", "points", "period", "memory_steps")
-SETTINGS += ("seed",)
+SETTINGS += ("seed", "rows")
 #: The largest allowed ratio of a sketch's peak to unweighted training's.
 MEMORY_TARGET = 1.3
 
@@ -23,7 +23,7 @@ def run_memory(task):
     # overhead.py, where the timing runs come first.
     train_row(task, "unweighted", 1)
     peaks = {}
-    for key in CONFIG_KEYS:
+    for key in configurations.measured_keys(task):
         probe = harness.MemoryProbe(cuda=task["accelerator"] == "cuda")
         steps = 1 if key == "exact_every_step" else task["memory_steps"]
         parameters = train_row(task, key, steps, probe)
@@ -35,10 +35,12 @@ def numbers(results, settings, width):
     """A network's parameters, ``{key: [MiB, ratio]}`` and targets."""
     peaks = results["memory"][width]["peaks"]
     memory, checks, base = {}, [], peaks["unweighted"]
-    for key in CONFIG_KEYS:
+    for key in configurations.measured_keys(settings):
         ratio = peaks[key] / base if base > 0 else math.inf
         memory[key] = [peaks[key] / 2**20, ratio]
     for key in configurations.SKETCH_KEYS:
+        if key not in memory:
+            continue
         label = f"memory, {config_label(key, settings)}"
         measured = round(memory[key][1], 3)
         check = dict(width=width, label=label, measured=measured)

@@ -5,7 +5,9 @@ Prints how many distinct results, bit for bit, each computation of
 torch thread, hash randomisation on), seeded with ``torch.manual_seed(0)``
 alone or with ``lightning.seed_everything(0)``: PINA's union domains order
 their parts with Python's ``random.sample``, which torch's seed does not
-reach (``docs/reproducibility.md``). About 8 minutes on 2 cores.
+reach (``docs/reproducibility.md``). About 8 minutes on 2 cores;
+``--write`` keeps the counts in ``docs/reproducibility.json`` and renders
+the page's table from them (``--from-json``: from that file alone).
 """
 
 import argparse
@@ -13,14 +15,20 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 
 import harness
+
+SCRIPT = "reproducibility.py"
+RESULTS = os.path.join(harness.ROOT, "docs", "reproducibility.json")
+PAGE = os.path.join(harness.ROOT, "docs", "reproducibility.md")
 
 #: The computations, in the order of the table (``pina``: the set-up of the
 #: issue behind this study).
 LEVELS = ("matmul", "torch-mlp", "union-domain", "pina", "pina-ntk")
-#: How a process seeds its generators.
-SEEDINGS = ("torch", "everything")
+#: How a process seeds its generators, and the call that does it.
+SEEDED = dict(torch="torch.manual_seed", everything="lightning.seed_everything")
+SEEDINGS = tuple(SEEDED)
 
 
 def digest(tensors):
@@ -96,28 +104,55 @@ def distinct_results(level, seeding, processes):
     return len(digests)
 
 
+def render(document):
+    """The page's block: the run's provenance and the table of its counts."""
+    n = document["processes"]
+    header = ["computation", *(f"seeded with `{SEEDED[s]}(0)`" for s in SEEDED)]
+    rows = [
+        [f"`{level}`", *(f"{counts[s]} / {n}" for s in SEEDINGS)]
+        for level, counts in document["distinct"].items()
+    ]
+    lines = harness.header_lines(document["parts"][0])
+    lines += ["", f"Distinct results, bit for bit, of {n} processes:", ""]
+    return "\n".join(lines + harness.markdown_table(header, rows)) + "\n"
+
+
 def main(argv=None):
-    """Print the table (or, with ``--level``, one digest)."""
+    """Print the table (or, with ``--level``, one digest); with ``--write``,
+    keep it."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add, hidden = parser.add_argument, argparse.SUPPRESS
     add("--processes", type=int, default=8)
-    add("--levels", nargs="+", default=list(LEVELS))
+    add("--levels", nargs="+", default=list(LEVELS), choices=LEVELS)
+    add("--write", action="store_true", help="write its JSON and page in docs/")
     add("--level", choices=LEVELS, help=hidden)
     add("--seeding", choices=SEEDINGS, default="everything", help=hidden)
+    harness.add_run_flags(parser)
     args = parser.parse_args(argv)
     if args.level is not None:
         print(run_level(args.level, args.seeding))
         return 0
-    n = args.processes
-    rows = [
-        [f"`{level}`"]
-        + [f"{distinct_results(level, s, n)} / {n}" for s in SEEDINGS]
-        for level in args.levels
-    ]
-    seeded = ("torch.manual_seed", "lightning.seed_everything")
-    header = ["computation", *(f"seeded with `{s}(0)`" for s in seeded)]
-    print(f"Distinct results, bit for bit, of {n} processes:\n")
-    print("\n".join(harness.markdown_table(header, rows)))
+    if args.from_json:
+        document = harness.read_json(args.from_json)
+    else:
+        started, extra = time.perf_counter(), dict(device="cpu", threads=1)
+        part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
+        n, levels = args.processes, args.levels
+        if args.quick:  # a smoke run
+            n, levels = 1, ["matmul"]
+        distinct = {
+            level: {s: distinct_results(level, s, n) for s in SEEDINGS}
+            for level in levels
+        }
+        part = harness.finish(part, started)
+        document = dict(script=SCRIPT, parts=[part], processes=n)
+        document["distinct"] = distinct
+    print(render(document))
+    if args.write or args.from_json:
+        if not args.from_json:
+            harness.write_json(RESULTS, document)
+        harness.write_page(PAGE, SCRIPT, render(document), "")
     return 0
 
 

@@ -14,7 +14,7 @@ from configurations import CONFIG_KEYS, SAMPLE_PERIODS, config_label, train_row
 
 #: The settings this study takes as flags.
 SETTINGS = ("steps", "warmup", "rounds", "threads", "widths", "depth")
-SETTINGS += ("points", "period", "exact_steps", "seed", "problem")
+SETTINGS += ("points", "period", "exact_steps", "seed", "rows", "problem")
 #: Rows timed over whole periods, which amortises their refreshes.
 PERIODIC_KEYS = ("exact_every_period", "exact_rayleigh_every_period")
 PERIODIC_KEYS += tuple(SAMPLE_PERIODS)
@@ -55,13 +55,28 @@ def window(settings, key):
     return settings["warmup"], steps, period
 
 
+def round_order(keys, index):
+    """The rows of round ``index`` among ``keys``: unweighted first and
+    after the cheap rows (rotated by the round), the long rows last. Each
+    band row runs beside the row it is held to, after it in even rounds
+    and before it in odd ones, so that neither gains from its place."""
+    cheap = [k for k in CHEAP_KEYS if k in keys and k not in BAND_REFERENCES]
+    shift = index % len(cheap) if cheap else 0
+    cheap = cheap[shift:] + cheap[:shift]
+    for band, reference in BAND_REFERENCES.items():
+        if band in keys:
+            at = cheap.index(reference) if reference in cheap else len(cheap)
+            cheap.insert(at + 1 - index % 2, band)
+    long = [k for k in LONG_KEYS if k in keys]
+    return ["unweighted", *cheap, "unweighted", *long]
+
+
 def run_timing(task):
     """A worker job: one timing round of a network, ``{"runs": [{"key",
     "durations"}], "parameters"}``."""
-    shift = task["round"] % len(CHEAP_KEYS)
-    cheap = CHEAP_KEYS[shift:] + CHEAP_KEYS[:shift]
     runs = []
-    for key in ["unweighted", *cheap, "unweighted", *LONG_KEYS]:
+    keys = configurations.measured_keys(task)
+    for key in round_order(keys, task["round"]):
         timer = harness.StepTimer(synchronize=task["accelerator"] == "cuda")
         parameters = train_row(task, key, sum(window(task, key)[:2]), timer)
         runs.append({"key": key, "durations": timer.durations})
@@ -96,13 +111,32 @@ def median_period_mean(durations, period):
     return statistics.median(means) if means else statistics.fmean(durations)
 
 
+def band_excess(runs, settings, band, reference):
+    """A round's excess of row ``band`` over row ``reference``: each run's
+    median period mean over its own ordinary steps (two or more after a
+    refresh, whose work the band does not change), less the other's. The
+    machine's speed, which varies from run to run, cancels."""
+    overhead = {}
+    for run in runs:
+        if run["key"] in (band, reference):
+            skip, steps, period = window(settings, run["key"])
+            durations = run["durations"][skip:][:steps]
+            ordinary = [
+                d for i, d in enumerate(durations) if (skip + i) % period > 1
+            ]
+            overhead[run["key"]] = median_period_mean(
+                durations, period
+            ) / statistics.median(ordinary)
+    return overhead[band] - overhead[reference]
+
+
 def numbers(results, settings, width):
     """A network's parameters, ``{key: [ms, ratio, low, high]}`` (medians
     over rounds, the ratios' range) and targets, on the shown ratios."""
     rounds = results["timing"][width]
     per_round = [round_ratios(r["runs"], settings) for r in rounds]
     time, checks = {}, []
-    for key in CONFIG_KEYS:
+    for key in configurations.measured_keys(settings):
         seconds, ratios = zip(*(r[key] for r in per_round))
         time[key] = [1e3 * statistics.median(seconds)]
         time[key] += [statistics.median(ratios), min(ratios), max(ratios)]
@@ -111,16 +145,20 @@ def numbers(results, settings, width):
     targets += [(k, r, SAMPLE_MARGIN) for k, r in TIME_REFERENCES.items()]
     targets += [(k, limit, None) for k, limit in AMORTISED_TARGETS.items()]
     for key, limit, margin in targets:
+        if key not in time or (margin is not None and limit not in time):
+            continue
         label, extra = f"time, {config_label(key, settings)}", {}
         measured = ratio[key]
         if margin is not None:  # limit: the key of the reference row
             extra = {"reference": ratio[limit]}
-            base = "reference"
-            if key in BAND_REFERENCES:  # the median excess, paired by round
-                excess = [r[key][1] - r[limit][1] for r in per_round]
+            text = f"reference + {margin}"
+            if key in BAND_REFERENCES:
+                runs = [r["runs"] for r in rounds]
+                excess = [band_excess(r, settings, key, limit) for r in runs]
                 measured = round(ratio[limit] + statistics.median(excess), 3)
-                base = "without the band"
-            label += f" ({base} + {margin})"
+                text = f"without the band + {margin}; excess by round "
+                text += f"{min(excess):+.3f} to {max(excess):+.3f}"
+            label += f" ({text})"
             limit = round(ratio[limit] + margin, 3)
         check = dict(width=width, label=label, measured=measured)
         checks.append(dict(check, limit=limit, **extra))
@@ -133,6 +171,7 @@ def settings_line(settings):
         f"{window(settings, key)[1]} steps for "
         f"{'exact' if key == 'exact_every_period' else key}"
         for key in PERIODIC_KEYS
+        if key in configurations.measured_keys(settings)
     )
     problem = (
         "The `gradient_band` rows run without their band here, which acts on "

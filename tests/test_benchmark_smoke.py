@@ -34,6 +34,7 @@ import harness  # noqa: E402
 import overhead  # noqa: E402
 import peak_memory  # noqa: E402
 import probe_variance  # noqa: E402
+import reproducibility  # noqa: E402
 import sketch_accuracy  # noqa: E402
 import spaced_samples  # noqa: E402
 import step_time  # noqa: E402
@@ -261,6 +262,84 @@ def test_step_time_alone(tmp_path_factory):
     check_target_rows(rows, QUICK_NETWORKS, ("time",))
 
 
+def test_step_time_rows_times_only_the_rows_named(tmp_path_factory):
+    band, reference = "predictor_band_every_10", "predictor_every_10"
+    flags = "--widths", "20", "--problem", "poisson", "--rows", band, reference
+    report = run_script(step_time, tmp_path_factory, *flags)
+    rows = table_rows(report, "| network | weighting |")
+    labels = [configurations.LABELS[k] for k in ("unweighted", reference)]
+    labels.append(configurations.LABELS[band])
+    assert [row[1] for row in rows] == labels
+    rows = table_rows(report, "| network | quantity |")
+    check_target_rows(rows, ("3×20",), ("time",))
+    # the band's target and the two rows' own amortised targets, no others
+    assert len(rows) == 3
+    assert (
+        sum(
+            "(without the band + 0.02; excess by round" in row[1]
+            for row in rows
+        )
+        == 1
+    )
+
+
+ONE_BAND = ["parameter_band_every_10", "parameter_every_10"]
+
+
+@pytest.mark.parametrize("rows", [None, ONE_BAND + ["predictor_every_10"]])
+def test_each_band_row_runs_beside_its_reference_alternating(rows):
+    keys = configurations.measured_keys(dict(rows=rows))
+    for index in range(4):
+        order = step_time.round_order(keys, index)
+        assert sorted(set(order)) == sorted(keys)
+        for band, reference in step_time.BAND_REFERENCES.items():
+            if band not in keys:
+                assert band not in order
+                continue
+            # after its reference in even rounds, before it in odd ones
+            step = 1 if index % 2 == 0 else -1
+            assert order[order.index(reference) + step] == band, order
+
+
+def periodic_run(key, ordinary, overhead):
+    """A run of 10 steps, refresh at step 0: its ordinary steps take
+    ``ordinary`` s, its mean step ``ordinary * (1 + overhead)``."""
+    refresh = ordinary * (1 + 10 * overhead)
+    return {"key": key, "durations": [refresh] + [ordinary] * 9}
+
+
+def test_band_target_is_the_excess_within_each_run_paired_by_round():
+    band, reference = "predictor_band_every_10", "predictor_every_10"
+    settings = dict(configurations.QUICK, warmup=0, steps=10, min_periods=1)
+    settings["rows"] = [band, reference]
+    # the machine's speed changes from run to run (ordinary steps of 1.0,
+    # 1.4, 1.0 s and 1.3, 1.0, 1.0 s); the refreshes cost 0.2 of an
+    # ordinary step, and the band's 0.01, 0.0 and 0.03 more
+    speeds = {reference: (1.0, 1.4, 1.0), band: (1.3, 1.0, 1.0)}
+    overheads = {reference: (0.2, 0.2, 0.2), band: (0.21, 0.2, 0.23)}
+    rounds = [
+        {
+            "runs": [{"key": "unweighted", "durations": [1.0] * 10}]
+            + [
+                periodic_run(key, speeds[key][index], overheads[key][index])
+                for key in (reference, band)
+            ],
+            "parameters": 1,
+        }
+        for index in range(3)
+    ]
+    _, time, checks = step_time.numbers({"timing": {20: rounds}}, settings, 20)
+    # per-round ratios 1.2, 1.68, 1.2 and 1.573, 1.2, 1.23: their median
+    # difference, paired or not, would be 0.03 (a fail); the excess within
+    # the runs has median 0.01 (a pass)
+    assert time[reference][1] == pytest.approx(1.2)
+    assert time[band][1] == pytest.approx(1.23)
+    (check,) = [c for c in checks if "without the band" in c["label"]]
+    assert check["measured"] == pytest.approx(1.2 + 0.01)
+    assert check["limit"] == pytest.approx(1.2 + 0.02)
+    assert check["reference"] == pytest.approx(1.2)
+
+
 def test_peak_memory_alone(tmp_path_factory, quick_report):
     report = run_script(peak_memory, tmp_path_factory, "--widths", "20")
     assert "python benchmarks/peak_memory.py --quick --widths 20" in report
@@ -316,6 +395,23 @@ def test_probe_variance_quick():
     # balanced probe pays off (tiny seeded network: 3-17 against 1.1-1.3)
     for row in rows[1:]:
         assert as_number(row[6]) < 0.5 * as_number(row[5])
+
+
+def test_reproducibility_quick():
+    # one fresh process per seeding computes a digest; the table counts them
+    code, printed = run_main(reproducibility, "--quick")
+    assert code == 0
+    assert "python benchmarks/reproducibility.py --quick" in printed
+    assert "| `matmul` | 1 / 1 | 1 / 1 |" in printed
+    document = dict(
+        parts=[{"command": "c", "date": "d"}],
+        processes=8,
+        distinct={"pina": {"torch": 2, "everything": 1}},
+    )
+    table = reproducibility.render(document)
+    header = "seeded with `torch.manual_seed(0)` | seeded with `lightning."
+    assert header in table
+    assert "| `pina` | 2 / 8 | 1 / 8 |" in table
 
 
 def test_weightings_quick(tmp_path, capsys):

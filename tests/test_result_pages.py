@@ -30,13 +30,14 @@ import harness  # noqa: E402
 import mutation_score  # noqa: E402
 import scaling  # noqa: E402
 import probe_variance  # noqa: E402
+import reproducibility  # noqa: E402
 import spaced_samples  # noqa: E402
 import suite_page  # noqa: E402
 import weightings  # noqa: E402
 
 #: Page, results file, the script that writes it, and its renderer.
 PAGES = [
-    (f"{name}.md", f"{name}.json", script, configurations.render)
+    (f"{name}.md", f"{name}.json", script, configurations.render_results)
     for name, script in (
         ("benchmarks", "overhead.py"),
         ("benchmarks-gpu", "overhead.py"),
@@ -64,7 +65,12 @@ PAGES = [
         )
     ),
     *(
-        (f"{name}.md", f"{name}.json", "step_time.py", configurations.render)
+        (
+            f"{name}.md",
+            f"{name}.json",
+            "step_time.py",
+            configurations.render_results,
+        )
         for name in (
             "rayleigh-study/step-time",
             "rayleigh-study/band/step-time",
@@ -87,6 +93,12 @@ PAGES = [
         "scaling.json",
         "scaling.py",
         lambda document, page: scaling.render(document),
+    ),
+    (
+        "reproducibility.md",
+        "reproducibility.json",
+        "reproducibility.py",
+        lambda document, page: reproducibility.render(document),
     ),
 ]
 
@@ -197,16 +209,18 @@ def copy_docs(tmp_path, *names):
 
 
 def edit_a_table_number(path, begin, end):
-    """Change one digit of the first table cell with a decimal number
-    between the markers of the file at ``path``."""
+    """Change one digit of the first table cell with a decimal number (or
+    a count ``k / n``) between the markers of the file at ``path``."""
     text = path.read_text(encoding="utf-8")
     start = text.index(begin)
-    row = re.compile(r"^\|.*?\d\.(\d)", re.MULTILINE)
+    row = re.compile(r"^\|.*?(?:\d\.(\d)|(\d) / \d)", re.MULTILINE)
     match = row.search(text, start, text.index(end, start))
     assert match, f"{path} has no table number to edit"
-    digit = str((int(match.group(1)) + 1) % 10)
+    group = 1 if match.group(1) is not None else 2
+    digit = str((int(match.group(group)) + 1) % 10)
     path.write_text(
-        text[: match.start(1)] + digit + text[match.end(1) :], encoding="utf-8"
+        text[: match.start(group)] + digit + text[match.end(group) :],
+        encoding="utf-8",
     )
 
 
@@ -230,6 +244,26 @@ def test_results_changed_without_a_new_page_are_caught(tmp_path):
     (docs / results).write_text(json.dumps(document), encoding="utf-8")
     with pytest.raises(AssertionError, match="has drifted"):
         check_page(page, results, "step_time.py", configurations.render, docs)
+
+
+def test_raw_step_times_not_the_stored_summary_make_the_page(tmp_path):
+    page = "rayleigh-study/band/step-time.md"
+    results = "rayleigh-study/band/step-time.json"
+    docs = copy_docs(tmp_path, page, results)
+    check = configurations.render_results
+    check_page(page, results, "step_time.py", check, docs)
+    document = harness.read_json(docs / results)
+    # a summary edited by hand is summarised anew from the raw step times
+    document["targets"] = []
+    (docs / results).write_text(json.dumps(document), encoding="utf-8")
+    check_page(page, results, "step_time.py", check, docs)
+    # a raw step time changed without a new page is caught
+    runs = document["raw"]["timing"]["100"][0]["runs"]
+    band = next(r for r in runs if r["key"] == "predictor_band_every_10")
+    band["durations"] = [1.5 * d for d in band["durations"]]
+    (docs / results).write_text(json.dumps(document), encoding="utf-8")
+    with pytest.raises(AssertionError, match="has drifted"):
+        check_page(page, results, "step_time.py", check, docs)
 
 
 def test_an_edited_readme_table_is_caught(tmp_path):

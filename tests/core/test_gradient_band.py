@@ -158,6 +158,21 @@ def test_tapped_gradients_take_the_first_parameters_dtype():
     torch.testing.assert_close(rows, expected)
 
 
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_an_unreached_condition_gives_zeros_like_the_parameters(device):
+    # a condition no evaluation reached: a row of zeros in the parameters'
+    # dtype and on their device (``meta`` stands in for an accelerator: a
+    # row made on the CPU would show), not the default dtype and the CPU
+    like = dict(dtype=torch.float64, device=device, requires_grad=True)
+    params = {"first": torch.zeros(2, **like), "second": torch.zeros(1, **like)}
+    rows = ConditionGradientTap(params).rows(["unseen"])
+    assert rows.shape == (1, 3)
+    assert rows.dtype == torch.float64
+    assert rows.device == params["first"].device
+    if device == "cpu":
+        assert rows.eq(0).all()
+
+
 def test_an_overflowed_backward_pass_gives_non_finite_rows():
     # a loss scaler's overflow step: the gradients reaching the views are
     # not finite, and the rows must say so (they are then not averaged)
