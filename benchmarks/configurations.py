@@ -397,7 +397,10 @@ def run_script(script, names, studies, default_output, argv=None):
         if args.output is not None:
             path = os.path.splitext(args.output)[0] + ".json"
             harness.write_json(path, document)
-    block = render_results(document, args.output)
+    # a new run's summary is already this code's
+    block = (render_results if args.from_json else render)(
+        document, args.output
+    )
     if args.output is not None:
         title = f"Benchmark: {TITLES[document['script']]}"
         harness.write_page(args.output, document["script"], block, title)

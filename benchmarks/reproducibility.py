@@ -107,7 +107,8 @@ def distinct_results(level, seeding, processes):
 def render(document):
     """The page's block: the run's provenance and the table of its counts."""
     n = document["processes"]
-    header = ["computation", *(f"seeded with `{SEEDED[s]}(0)`" for s in SEEDED)]
+    header = ["computation"]
+    header += [f"seeded with `{SEEDED[s]}(0)`" for s in SEEDINGS]
     rows = [
         [f"`{level}`", *(f"{counts[s]} / {n}" for s in SEEDINGS)]
         for level, counts in document["distinct"].items()
@@ -148,11 +149,12 @@ def main(argv=None):
         part = harness.finish(part, started)
         document = dict(script=SCRIPT, parts=[part], processes=n)
         document["distinct"] = distinct
-    print(render(document))
+    block = render(document)
+    print(block)
+    if args.write and not args.from_json:
+        harness.write_json(RESULTS, document)
     if args.write or args.from_json:
-        if not args.from_json:
-            harness.write_json(RESULTS, document)
-        harness.write_page(PAGE, SCRIPT, render(document), "")
+        harness.write_page(PAGE, SCRIPT, block, "")
     return 0
 
 

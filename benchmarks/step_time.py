@@ -167,11 +167,12 @@ def numbers(results, settings, width):
 
 def settings_line(settings):
     """The page's line on this study's settings."""
+    keys = configurations.measured_keys(settings)
     windows = ", ".join(
         f"{window(settings, key)[1]} steps for "
         f"{'exact' if key == 'exact_every_period' else key}"
         for key in PERIODIC_KEYS
-        if key in configurations.measured_keys(settings)
+        if key in keys
     )
     problem = (
         "The `gradient_band` rows run without their band here, which acts on "
