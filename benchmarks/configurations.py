@@ -5,6 +5,7 @@ command line; their page: ``wave_study_page.py``. Method:
 import argparse
 import functools
 import gc
+import itertools
 import os
 import sys
 import tempfile
@@ -87,18 +88,17 @@ REFERENCE_KEYS = ("reference_evaluation", "reference_predictor")
 #: Rows with a sample every k > 1 steps: their k.
 SAMPLE_PERIODS = {key: spec[1].get(K, 1) for key, spec in SPECS.items() if spec}
 SAMPLE_PERIODS = {key: k for key, k in SAMPLE_PERIODS.items() if k > 1}
-#: The four sketch estimators (memory targets, accuracy study).
+#: The four sketch estimators (memory targets).
 SKETCH_KEYS = ("predictor_forward", "predictor_central", "predictor_plain")
 SKETCH_KEYS += ("parameter",)
-#: Full and ``--quick`` settings (``accuracy_width`` None: the first width).
+#: Full and ``--quick`` settings.
 FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
 FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
-FULL.update(accuracy_width=None, accuracy_checkpoints=[0, 50, 100, 200])
-FULL.update(accuracy_seeds=3, threads=1, seed=0, min_periods=3)
-FULL.update(rows=None, problem="acoustic_wave")
+FULL.update(
+    threads=1, seed=0, min_periods=3, rows=None, problem="acoustic_wave"
+)
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
-QUICK.update(rounds=1, period=5, exact_steps=1, accuracy_checkpoints=[0, 5])
-QUICK.update(accuracy_seeds=2, min_periods=1)
+QUICK.update(rounds=1, period=5, exact_steps=1, min_periods=1)
 #: Flags of the settings: name, help text, extra argparse options.
 # fmt: off
 SETTING_FLAGS = (
@@ -115,10 +115,6 @@ SETTING_FLAGS = (
     ("min_periods", "least whole periods a periodic row is timed over", {}),
     ("exact_steps", "measured steps of the exact-every-step row", {}),
     ("memory_steps", "steps of the memory runs", {}),
-    ("accuracy_width", "width of the accuracy runs", {}),
-    ("accuracy_checkpoints",
-     "steps where sketched and exact weights are compared", {"nargs": "+"}),
-    ("accuracy_seeds", "seeds (runs per estimator) of the accuracy study", {}),
     ("seed", "first seed: points, initial network and probes", {}),
     ("rows", "the rows measured, by key (unweighted always)",
      {"type": str, "nargs": "+", "choices": CONFIG_KEYS[1:]}),
@@ -130,16 +126,14 @@ SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
 COUNTS = [name for name, _, o in SETTING_FLAGS if o.get("type") is not str]
 #: Page titles, by script.
 TITLES = {
-    "overhead.py": "cost and accuracy of NTK loss weights in PINA",
+    "overhead.py": "cost of NTK loss weights in PINA",
     "step_time.py": "time per training step of NTK loss weights in PINA",
     "peak_memory.py": "peak extra memory of NTK loss weights in PINA",
-    "sketch_accuracy.py": "accuracy of the sketched NTK loss weights in PINA",
 }
 #: The studies' worker jobs (their modules: ``settings_line``, ``numbers``).
 STUDIES = dict(time="step_time:run_timing", memory="peak_memory:run_memory")
-STUDIES["accuracy"] = "sketch_accuracy:run_accuracy"
 #: Each study's raw results key.
-STUDY_RAW = dict(time="timing", memory="memory", accuracy="accuracy")
+STUDY_RAW = dict(time="timing", memory="memory")
 
 
 def build_solver(task, key, safeguard="default", spec="row"):
@@ -236,30 +230,20 @@ def config_label(key, settings):
 
 def measure(settings, workdir, started, studies):
     """The raw results of every worker: one per timing round and network,
-    the last round's also measuring memory (and accuracy) after its timing
-    runs; ``timing`` and ``memory`` by width, ``accuracy``, ``threads``."""
+    the last round's also measuring memory after its timing runs;
+    ``timing`` and ``memory`` by width, ``threads``."""
     results = {"timing": {w: [] for w in settings["widths"]}, "memory": {}}
     rounds = settings["rounds"] if "time" in studies else 1
-    plan = []
-    for index in range(rounds):
-        for width in settings["widths"]:
-            last = index == rounds - 1
-            at = dict(time=True, memory=last)
-            at["accuracy"] = last and width == settings["accuracy_width"]
-            plan.append((index, width, [s for s in studies if at[s]]))
-    if "accuracy" in studies and not any("accuracy" in c for *_, c in plan):
-        plan.append((0, settings["accuracy_width"], ["accuracy"]))
-    for index, width, chosen in (p for p in plan if p[2]):
+    for index, width in itertools.product(range(rounds), settings["widths"]):
+        chosen = [s for s in studies if s == "time" or index == rounds - 1]
         task = dict(settings, jobs=[STUDIES[s] for s in chosen], width=width)
         envelope = harness.run_worker(dict(task, round=index), workdir)
         for study, job in zip(chosen, task["jobs"]):
             found = envelope["results"][job]
             if study == "time":
                 results["timing"][width].append(found)
-            elif study == "memory":
-                results["memory"][width] = found
             else:
-                results["accuracy"] = found
+                results["memory"][width] = found
         results["threads"] = envelope["threads"]
         done = f"round {index + 1}, width {width}: {', '.join(task['jobs'])}"
         elapsed = time.perf_counter() - started
@@ -284,14 +268,13 @@ def summarise(results, settings, studies):
     modules = {s: import_module(STUDIES[s].split(":")[0]) for s in studies}
     lines = [problem] + [m.settings_line(settings) for m in modules.values()]
     document = {"lines": lines, "parameters": {}}
-    tables = [s for s in studies if s != "accuracy"]
     rows, targets = [], []
-    for width in settings["widths"] if tables else ():
+    for width in settings["widths"]:
         keys = measured_keys(settings)
         for key in keys:
             label = config_label(key, settings)
             rows.append(dict(width=width, key=key, label=label))
-        for study in tables:
+        for study in studies:
             found = modules[study].numbers(results, settings, width)
             document["parameters"][str(width)], values, checks = found
             for row in rows[-len(keys) :]:
@@ -299,9 +282,6 @@ def summarise(results, settings, studies):
             targets += checks
     if rows:
         document["rows"] = rows
-    if "accuracy" in modules:
-        accuracy = modules["accuracy"].numbers(results["accuracy"], settings)
-        document["accuracy"] = accuracy
     if targets:
         document["targets"] = targets
     return document
@@ -350,8 +330,6 @@ def run_script(script, names, studies, default_output, argv=None):
     def default(value, name):
         if name == "rows":
             return "all"
-        if value is None:  # accuracy_width
-            return "first of --widths" if "widths" in names else "20/100"
         return " ".join(map(str, value)) if isinstance(value, list) else value
 
     for name, text, options in SETTING_FLAGS:
@@ -374,15 +352,11 @@ def run_script(script, names, studies, default_output, argv=None):
         settings = dict(QUICK if args.quick else FULL)
         flags = {name: getattr(args, name, None) for name in FULL}
         settings.update({k: v for k, v in flags.items() if v is not None})
-        if settings["accuracy_width"] is None:
-            settings["accuracy_width"] = settings["widths"][0]
         for name in COUNTS:
-            least = int(name not in ("seed", "accuracy_checkpoints"))
+            least = int(name != "seed")
             value = settings[name]
             if min(value if isinstance(value, list) else [value]) < least:
                 parser.error(f"--{name.replace('_', '-')} must be >= {least}.")
-        checkpoints = sorted(set(settings["accuracy_checkpoints"]))
-        settings["accuracy_checkpoints"] = checkpoints
         device = {"auto": "cuda" if torch.cuda.is_available() else "cpu"}
         settings["accelerator"] = device.get(args.device, args.device)
         started = time.perf_counter()

@@ -27,10 +27,8 @@ ESTIMATORS, EVERY, SEEDS = ("parameter", "predictor"), (1, 10, 50), (0, 1, 2)
 SCRIPT = "spaced_samples.py"
 TITLE = "Spaced sketch samples on the wave tutorial"
 PAGE, FIGURE = "spaced-samples.md", "figures/spaced-samples-weights.png"
-#: The summary's entries per seed (of run entries); the long-run table's cells.
+#: The summary's entries per seed (of run entries).
 PER_SEED = dict(seeds="seed", errors="relative_l2", wall_times_s="wall_time_s")
-LONG_ROW = "{pinn}", "{steps}", "{wall_time_s:.0f}", "{relative_l2:.3e}"
-LONG_ROW += ("{machine}, {started}",)
 
 
 def run_job(job):
@@ -91,18 +89,6 @@ def summarise(record):
     record["weight_errors"] = found
 
 
-def long_run(path):
-    """What the page shows of a ``wave_long_run.py`` results file."""
-    run = harness.read_json(path)
-    settings, name = run["settings"], run["weighting"]
-    if name == "sketch":
-        name += f" ({settings['estimator']}, k = {settings['sample_every']})"
-    shown = dict(pinn=name, steps=settings["steps"])
-    shown.update(wall_time_s=run["wall_time_s"])
-    shown.update(relative_l2=run["final_relative_l2"], machine=run["machine"])
-    return dict(shown, started=run["started"], file=harness.public_path(path))
-
-
 def render(record):
     """The page's generated block, from the results document alone."""
     median, rows = statistics.median, []
@@ -149,20 +135,6 @@ def render(record):
         "Lines: the weights the run used; dots: the exact NTK weights at the "
         "same parameters and points.",
     ]
-    long_runs = record.get("long_runs")
-    if long_runs:
-        header = "PINN|steps|training time (s)|relative L2|machine, started"
-        rows = [[c.format(**r) for c in LONG_ROW] for r in long_runs]
-        files = ", ".join(f"`{r['file']}`" for r in long_runs)
-        blocks += [
-            "## Long runs",
-            "`benchmarks/wave_long_run.py --paper-settings`: the tutorial's "
-            "settings as `pina-ntk wave --paper-settings` trains them "
-            "(parameter-space sketch, no safeguard) with the learning-rate "
-            "schedule stretched to the run, one process per PINN, one torch "
-            f"thread; results in {files}.",
-            harness.markdown_table(header.split("|"), rows, "lrrrl"),
-        ]
     text = [b if isinstance(b, str) else "\n".join(b) for b in blocks]
     return "\n\n".join(b for b in text if b) + "\n"
 
@@ -221,7 +193,6 @@ def main(argv=None):
     add("--steps", type=int)
     add("--error-every", type=int, default=500)
     add("--track-every", type=int, default=1000, help="seed 0's exact weights")
-    add("--long-runs", nargs="+", default=[], help="wave_long_run.py JSON")
     add("--estimators", nargs="+", choices=ESTIMATORS, default=ESTIMATORS)
     add("--every", nargs="+", type=int, default=EVERY)
     add("--seeds", nargs="+", type=int, default=SEEDS)
@@ -238,7 +209,6 @@ def main(argv=None):
             lambda r: (r["estimator"], r["every"], r["seed"]),
             harness.public_command(SCRIPT, argv),
         )
-        record["long_runs"] = [long_run(path) for path in args.long_runs]
         write_outputs(record, args.output_dir)
         return 0
     if args.quick:

@@ -79,37 +79,11 @@ def target_section(document, link):
     return section("Targets", intro + ".", header, rows, align)
 
 
-def accuracy_section(accuracy, link):
-    """The accuracy section, from the page's numbers."""
-    checkpoints, names = accuracy["checkpoints"], accuracy["names"]
-    errors = [
-        [label, *(fmt(v, 1) for v in values), fmt(largest, 1)]
-        for label, values, largest in accuracy["errors"]
-    ]
-    weights = [
-        [label, *(fmt(v, 3) for v in exact + sketch)]
-        for label, exact, sketch in accuracy["weights"]
-    ]
-    columns = [f"`{n}` exact" for n in names] + [f"`{n}` sketch" for n in names]
-    intro = (
-        "Max over conditions of |w_sketch − w_exact| / w_exact in percent, "
-        "median over seeds; last column: largest value over steps and "
-        f"seeds; [method]({link}#accuracy-of-the-sketched-weights)."
-    )
-    header = ["estimator", *(f"step {c}" for c in checkpoints), "max"]
-    title = "Accuracy of the sketched weights"
-    lines = section(title, intro, header, errors)
-    note = f"Weights at step {accuracy['step']}, seed {accuracy['seed']} (each "
-    note += "run has its own exact reference):"
-    lines += ["", note, ""]
-    return lines + markdown_table(["estimator", *columns], weights)
-
-
 def render(document, output=None):
     """The markdown block of a study's page.
 
     :param dict document: The results (``rows`` with ``time`` = [ms, ratio,
-        low, high], ``memory`` = [MiB, ratio]; ``targets``, ``accuracy``).
+        low, high], ``memory`` = [MiB, ratio]; ``targets``).
     :param output: The page's path (for its links), or ``None``.
     """
     link = method_link(output)
@@ -123,6 +97,4 @@ def render(document, output=None):
         lines += weighting_section(document, link)
     if document.get("targets"):
         lines += target_section(document, link)
-    if "accuracy" in document:
-        lines += accuracy_section(document["accuracy"], link)
     return "\n".join(lines) + "\n"

@@ -8,8 +8,7 @@ import statistics
 
 import harness
 from weightings_setup import FIXED_POINTS, PROBLEMS, SCRIPT, TITLE, key, label
-from weightings_setup import SMOOTHING_COMPARED, SMOOTHING_PROBLEMS
-from weightings_setup import SMOOTHING_WEIGHTINGS, TUTORIAL_NETWORK
+from weightings_setup import TUTORIAL_NETWORK
 
 
 # ---------------------------------------------------------------- analysis
@@ -373,21 +372,6 @@ def render(document):
     ]
     for problem in document["problems"]:
         lines += problem_section(document, problem)
-    smoothed = {
-        r["problem"] for r in runs if r["weighting"] in SMOOTHING_WEIGHTINGS
-    }
-    shown = [p for p in SMOOTHING_PROBLEMS if p in smoothed]
-    if shown:
-        compared = dict(document, problems=shown, weightings=SMOOTHING_COMPARED)
-        lines += [
-            "",
-            "## Smoothing exact weights",
-            "",
-            "Median over seeds of the relative L2 at the last step (per "
-            "problem the lowest in bold; ranges in the sections above).",
-            "",
-            *summary_table(compared, final=True),
-        ]
     return "\n".join(lines) + "\n"
 
 

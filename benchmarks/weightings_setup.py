@@ -112,8 +112,6 @@ WEIGHTINGS = {
 # fmt: on
 SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")
 SMOOTHING_PROBLEMS = ("wave", "helmholtz", "poisson")
-SMOOTHING_COMPARED = (*SMOOTHING_WEIGHTINGS, "exact", "sketch_parameter")
-SMOOTHING_COMPARED += ("sketch_predictor",)
 #: Settings of every run: a tanh ``ScaledMLP``, Adam with a learning rate
 #: decaying smoothly per step (a run cut at a time budget is the start of a
 #: longer one), the error on a ``grid`` x ``grid`` grid ``records`` times.

@@ -1,11 +1,11 @@
 """Smoke tests of the benchmark scripts in quick mode.
 
 ``benchmarks/overhead.py --quick`` (the full report) and each study on its
-own (``step_time.py``, ``peak_memory.py``, ``sketch_accuracy.py``) run end
+own (``step_time.py``, ``peak_memory.py``) run end
 to end and write every row with finite, positive measurements;
 ``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
 problem and weighting of its run, each with a finite error or its failure;
-``spaced_samples.py`` and ``wave_long_run.py`` run tiny studies. Every page
+``spaced_samples.py`` runs a tiny study. Every page
 is re-rendered from the results file its run wrote. The scripts' ``main``
 runs in this process (their workers are processes of their own as in a
 real run), which saves a start of torch, PINA and Lightning per command.
@@ -34,11 +34,8 @@ import harness  # noqa: E402
 import overhead  # noqa: E402
 import peak_memory  # noqa: E402
 import probe_variance  # noqa: E402
-import reproducibility  # noqa: E402
-import sketch_accuracy  # noqa: E402
 import spaced_samples  # noqa: E402
 import step_time  # noqa: E402
-import wave_long_run  # noqa: E402
 import suite_protocol  # noqa: E402
 import weightings  # noqa: E402
 
@@ -70,8 +67,6 @@ WEIGHTING_LABELS = (
     "*reference: unweighted + one more residual evaluation and one "
     "`Jᵀg` backward*",
 )
-#: The four sketch estimators' labels (``configurations.SKETCH_KEYS``).
-ACCURACY_LABELS = WEIGHTING_LABELS[4:8]
 QUICK_NETWORKS = ("3×20",)
 
 
@@ -193,21 +188,6 @@ def check_target_rows(rows, networks, quantities):
             assert row[5] == "—"
 
 
-def check_accuracy_rows(rows):
-    """Each sketch's weight errors, and the exact weights' own change."""
-    drift_label = "*for scale: exact weights' own change since step 0*"
-    assert [row[0] for row in rows] == [*ACCURACY_LABELS, drift_label]
-    for row in rows:
-        errors = [as_number(cell) for cell in row[1:]]
-        assert len(errors) == 3  # steps 0 and 5 (medians), largest value
-        assert all(math.isfinite(e) and e >= 0 for e in errors), row
-        assert errors[-1] >= max(errors[:-1])
-    # the exact weights have not moved at step 0, and the sketches' warm
-    # start is a 32-sample estimate, not the exact value
-    assert as_number(rows[-1][1]) == 0.0
-    assert all(as_number(row[1]) > 0 for row in rows[:-1])
-
-
 def test_time_and_memory_table_has_every_row_with_positive_numbers(
     quick_report,
 ):
@@ -219,11 +199,6 @@ def test_targets_table_checks_the_network(quick_report):
     rows = table_rows(quick_report, "| network | quantity |")
     check_target_rows(rows, QUICK_NETWORKS, ("time", "memory"))
     assert all(len(row) == 6 for row in rows)
-
-
-def test_accuracy_table_has_finite_errors_for_each_estimator(quick_report):
-    rows = table_rows(quick_report, "| estimator | step")
-    check_accuracy_rows(rows)
 
 
 def test_report_states_command_machine_and_method(quick_report):
@@ -358,18 +333,6 @@ def test_peak_memory_alone(tmp_path_factory, quick_report):
     assert all(len(row) == 5 for row in rows)
 
 
-def test_sketch_accuracy_alone(tmp_path_factory, quick_report):
-    report = run_script(sketch_accuracy, tmp_path_factory)
-    rows = table_rows(report, "| estimator | step")
-    check_accuracy_rows(rows)
-    # seeded single-threaded CPU runs: the same errors and weights as in
-    # the full report
-    if on_cpu(report) and on_cpu(quick_report):
-        assert rows == table_rows(quick_report, "| estimator | step")
-        weights = "| estimator | `"
-        assert table_rows(report, weights) == table_rows(quick_report, weights)
-
-
 def test_probe_variance_quick():
     arguments = "--quick", "--steps", "1", "--threads", "1"
     code, out = run_main(probe_variance, *arguments)
@@ -395,23 +358,6 @@ def test_probe_variance_quick():
     # balanced probe pays off (tiny seeded network: 3-17 against 1.1-1.3)
     for row in rows[1:]:
         assert as_number(row[6]) < 0.5 * as_number(row[5])
-
-
-def test_reproducibility_quick():
-    # one fresh process per seeding computes a digest; the table counts them
-    code, printed = run_main(reproducibility, "--quick")
-    assert code == 0
-    assert "python benchmarks/reproducibility.py --quick" in printed
-    assert "| `matmul` | 1 / 1 | 1 / 1 |" in printed
-    document = dict(
-        parts=[{"command": "c", "date": "d"}],
-        processes=8,
-        distinct={"pina": {"torch": 2, "everything": 1}},
-    )
-    table = reproducibility.render(document)
-    header = "seeded with `torch.manual_seed(0)` | seeded with `lightning."
-    assert header in table
-    assert "| `pina` | 2 / 8 | 1 / 8 |" in table
 
 
 def test_weightings_quick(tmp_path, capsys):
@@ -483,7 +429,6 @@ def test_weightings_quick(tmp_path, capsys):
     for problem in problems:
         figure = tmp_path / "figures" / "weightings" / f"{problem}.png"
         assert figure.is_file()
-    assert "## Smoothing exact weights" in page
 
     # a tiny run of another problem "on another machine", then combined
     other = tmp_path / "other"
@@ -511,10 +456,9 @@ def test_weightings_quick(tmp_path, capsys):
         machine = "machine B" if problem == "helmholtz" else "machine A"
         section = page[page.index(f"## {problem}") :].split("\n## ")[0]
         assert f"ran on {machine}." in section
-    # the smoothing study's table gains helmholtz, in its own order
-    smoothing = page[page.index("## Smoothing exact weights") :]
-    assert table_rows(smoothing, "| weighting")
-    assert "| weighting | wave | helmholtz | poisson |" in smoothing
+    # the summary tables gain helmholtz, in the order of the problems
+    summary = page[page.index("## Summary") :].split("\n## ")[0]
+    assert summary.count("| weighting | poisson | helmholtz | wave |") == 2
     # a (problem, weighting, seed) run in two parts is refused
     capsys.readouterr()
     with pytest.raises(SystemExit) as refused:
@@ -526,33 +470,18 @@ def test_weightings_quick(tmp_path, capsys):
     assert (combined / "weightings.md").read_text(encoding="utf-8") == page
 
 
-def test_spaced_samples_and_long_run_quick(tmp_path):
-    # two tiny sketch runs (k = 1 and 10), a tiny long run, then the page
-    # combining them as the committed one was made
+def test_spaced_samples_quick(tmp_path):
+    # two tiny sketch runs (k = 1 and 10), then the page combining them as
+    # the committed one was made
     study = tmp_path / "study"
     flags = "--estimators", "parameter", "--workers", "1", "--output-dir", study
     code, _ = run_main(
         spaced_samples, "--quick", *flags, "--machine-label", "this machine"
     )
     assert code == 0
-    run_main(
-        wave_long_run,
-        *("--weighting", "sketch", "--steps", 20, "--error-every", 10),
-        *("--sample-every", 10, "--output", tmp_path / "long.json"),
-    )
-    long_run = json.loads((tmp_path / "long.json").read_text())
-    history = long_run["error_history"]
-    assert history["steps"] == [10, 20]
-    assert (
-        history["seconds"][0]
-        < history["seconds"][1]
-        <= long_run["wall_time_s"] * 1.01 + 1e-3
-    )
-    assert long_run["settings"]["lr_decay_steps"] == 2  # ten decays
     code, _ = run_main(
         spaced_samples,
         *("--combine", study / "spaced-samples.json"),
-        *("--long-runs", tmp_path / "long.json"),
         *("--output-dir", tmp_path / "page"),
     )
     assert code == 0
@@ -572,8 +501,6 @@ def test_spaced_samples_and_long_run_quick(tmp_path):
         )
     assert "| parameter | 10 |" in page and "| parameter | 1 |" in page
     assert "| this machine |" in page
-    estimator = long_run["settings"]["estimator"]
-    assert f"sketch ({estimator}, k = 10) | 20 |" in page
     assert "/tmp/" not in page
     assert (
         tmp_path / "page" / "figures" / "spaced-samples-weights.png"

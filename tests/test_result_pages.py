@@ -30,7 +30,6 @@ import harness  # noqa: E402
 import mutation_score  # noqa: E402
 import scaling  # noqa: E402
 import probe_variance  # noqa: E402
-import reproducibility  # noqa: E402
 import spaced_samples  # noqa: E402
 import suite_page  # noqa: E402
 import weightings  # noqa: E402
@@ -93,12 +92,6 @@ PAGES = [
         "scaling.json",
         "scaling.py",
         lambda document, page: scaling.render(document),
-    ),
-    (
-        "reproducibility.md",
-        "reproducibility.json",
-        "reproducibility.py",
-        lambda document, page: reproducibility.render(document),
     ),
 ]
 

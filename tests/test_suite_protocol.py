@@ -91,6 +91,24 @@ def test_a_wrong_network_is_refused(tmp_path):
         protocol.read_split(path)
 
 
+#: Issue #32's budget for ``benchmarks/``, the suite's problems and split
+#: included.
+BENCHMARK_LINES = 4200
+
+
+def test_benchmarks_stay_within_their_line_budget():
+    # every file below benchmarks/ but Python's caches, as ``wc -l`` counts
+    lines, names = 0, set()
+    for folder, subfolders, files in os.walk(os.path.join(ROOT, "benchmarks")):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        for name in files:
+            names.add(name)
+            with open(os.path.join(folder, name), "rb") as handle:
+                lines += handle.read().count(b"\n")
+    assert {"suite_problems.py", "suite-split.toml"} <= names
+    assert lines <= BENCHMARK_LINES, f"benchmarks/: {lines} lines"
+
+
 # ------------------------------------------------------------- the metric
 def test_a_runs_error_is_the_median_of_its_last_five_records():
     errors = [9.0, 8.0, 1.0, 5.0, 2.0, 4.0, 6.0]
