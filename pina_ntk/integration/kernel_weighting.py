@@ -107,7 +107,7 @@ class KernelWeighting(SolverAttachedWeighting):
         self.gradient_band = check_band(gradient_band)
         self._driver = None
         self._rayleigh = None
-        self._stationary = True  # until set_conditions reads the problem
+        self._stationary = True  # until attached or set_conditions reads it
 
     def attached(self, solver):
         """
@@ -202,7 +202,8 @@ class KernelWeighting(SolverAttachedWeighting):
     def band_applies(self):
         """
         Whether the ``gradient_band`` factor applies: a band is set and the
-        problem is stationary (as read by :meth:`set_conditions`).
+        problem is stationary (as read by :meth:`attached` and
+        :meth:`set_conditions`).
 
         :rtype: bool
         """
