@@ -190,6 +190,92 @@ def exact_block_traces(residuals, params, chunk_size=1):
     return torch.stack(traces)
 
 
+class PointCouplingError(ValueError):
+    """A residual evaluated in chunks of points differs from the same
+    points' residual evaluated with the whole batch: the model couples the
+    points (batch normalisation, a layer over the batch), so per-chunk
+    graphs do not give the kernel of the whole batch."""
+
+
+def chunked_block_traces(chunks, num_blocks, params, reference=None):
+    """
+    Exact block traces from residual chunks that each carry their own graph.
+
+    A residual entry that depends on its own point only has the same
+    gradient whether it is computed with the whole batch or with a few
+    points. Evaluated in chunks of points, each chunk with its own small
+    graph, the reverse pass of an entry runs through its chunk's graph
+    instead of the batch's: ``n`` entries cost ``O(n)`` instead of
+    ``O(n^2)``. A chunk's entries are differentiated together in one
+    batched reverse pass (``is_grads_batched``, one-hot seeds); where the
+    graph does not support that, one pass per entry.
+
+    :param chunks: ``(block index, residual chunk)`` pairs: the residual of
+        a few points, computed from ``params`` with autograd enabled. An
+        iterator that computes each chunk when asked keeps one chunk's graph
+        alive at a time.
+    :type chunks: Iterable[tuple[int, torch.Tensor]]
+    :param int num_blocks: Number of blocks; a block with no chunk has trace
+        zero.
+    :param params: Parameters the kernel is taken with respect to.
+    :type params: list[torch.Tensor]
+    :param reference: The whole residual's values, one flat tensor per
+        block, or ``None``. The first chunk of each block is compared with
+        the block's leading entries; a chunk shorter than its block must
+        agree with them to ``sqrt(eps)`` of the dtype, relative to their
+        largest magnitude.
+    :type reference: list[torch.Tensor]
+    :return: The trace of each diagonal block, shape ``(num_blocks,)``.
+    :rtype: torch.Tensor
+    :raises PointCouplingError: If a chunk disagrees with ``reference``.
+
+    :Example:
+        >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> x = torch.tensor([3.0, 4.0])
+        >>> chunks = ((0, theta * x[i : i + 1]) for i in range(2))
+        >>> chunked_block_traces(chunks, 2, [theta])
+        tensor([25.,  0.])
+    """
+    params = list(params)
+    totals = [None] * num_blocks
+    checked = set()
+    for block, chunk in chunks:
+        flat = chunk.reshape(-1)
+        if reference is not None and block not in checked:
+            checked.add(block)
+            _check_chunk(flat.detach(), reference[block].reshape(-1))
+        if flat.grad_fn is None:  # independent of every parameter
+            found = flat.new_zeros(())
+        else:
+            found = flat.new_zeros(()) + _squared_gradient_norms(
+                flat, params, 0, flat.numel()
+            )
+        totals[block] = (
+            found if totals[block] is None else totals[block] + found
+        )
+    like = next((t for t in totals if t is not None), None)
+    if like is None:
+        like = params[0].new_zeros(())
+    return torch.stack([like.new_zeros(()) if t is None else t for t in totals])
+
+
+def _check_chunk(chunk, whole):
+    """Raise :class:`PointCouplingError` unless a chunk shorter than its
+    block agrees with the block's leading entries."""
+    if chunk.numel() >= whole.numel():
+        return  # the chunk is the whole block: nothing was split
+    leading = whole[: chunk.numel()].to(chunk.dtype)
+    if not bool(torch.isfinite(leading).all() & torch.isfinite(chunk).all()):
+        return  # non-finite traces follow, which the weights' guards reject
+    scale = leading.abs().max()
+    tolerance = math.sqrt(torch.finfo(chunk.dtype).eps) * scale
+    if not bool((chunk - leading).abs().max() <= tolerance):
+        raise PointCouplingError(
+            "a residual evaluated on a chunk of points differs from the same "
+            "points' residual in the whole batch"
+        )
+
+
 def _squared_gradient_norms(flat, params, start, stop):
     """Sum of ``||grad R_i||^2`` for ``start <= i < stop``."""
     if stop - start > 1:

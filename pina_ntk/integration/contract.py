@@ -19,12 +19,35 @@ checks the implementations and the table in ``docs/architecture.md``
 against these classes.
 """
 
-from typing import Any, Callable, Optional, Protocol, runtime_checkable
+from typing import (
+    Any,
+    Callable,
+    Iterator,
+    Optional,
+    Protocol,
+    runtime_checkable,
+)
 
 import torch
 
 #: ``params -> list of residual blocks``.
 ResidualFn = Callable[[dict], list]
+
+
+@runtime_checkable
+class ChunkedResidualFn(Protocol):
+    """A :data:`ResidualFn` that can also evaluate the residual in chunks of
+    points, each with its own graph (the exact traces at linear cost)."""
+
+    def __call__(self, params: dict) -> list:
+        """The residual blocks at ``params``, with their graph."""
+
+    def chunks(
+        self, params: dict, points: int, blocks: Optional[tuple] = None
+    ) -> Iterator[tuple]:
+        """``(block index, flat residual chunk)`` pairs, each chunk of at
+        most ``points`` points with its own graph, a block's chunks in
+        order; only the blocks that ``blocks`` marks (``None``: all)."""
 
 
 @runtime_checkable
@@ -141,7 +164,7 @@ class StepResiduals(Protocol):
 
     def residual_fn(
         self, names: list, chunk_size: Optional[int] = None
-    ) -> ResidualFn:
+    ) -> ChunkedResidualFn:
         """The step's residuals as a function of the parameters."""
 
     def inputs(self) -> torch.Tensor:

@@ -1,15 +1,26 @@
 """Exact NTK weights: :class:`NTKWeighting` (Algorithm 1)."""
 
 import math
+import warnings
+
+import torch
 
 from ..core.checks import check_int, check_rate
-from ..core.estimators import exact_block_traces
+from ..core.estimators import (
+    PointCouplingError,
+    chunked_block_traces,
+    exact_block_traces,
+)
 from ..core.rayleigh import exact_rayleigh_traces
 from .block_statistics import check_statistic
+from .contract import ChunkedResidualFn
 from .kernel_weighting import KernelWeighting
 
 #: Share of the training time in exact updates above which they warn.
 EXACT_SHARE_WARNING = 0.8
+#: Points per chunk of the exact traces (``chunk_size``), chosen by
+#: measurement (``docs/scaling.md``, *Points per chunk*).
+EXACT_CHUNK_POINTS = 8
 
 
 class NTKWeighting(KernelWeighting):
@@ -17,8 +28,8 @@ class NTKWeighting(KernelWeighting):
     Exact NTK weights (Algorithm 1 of Hirsch & Pichi; Wang, Yu & Perdikaris).
 
     Every ``update_every_n_steps`` optimisation steps the block traces
-    ``Tr(K_cc) = sum_{i in c} ||grad R_i||^2`` are computed exactly (one
-    backward pass per residual entry) and each condition gets the weight
+    ``Tr(K_cc) = sum_{i in c} ||grad R_i||^2`` are computed exactly and
+    each condition gets the weight
     ``w_c = mean diag(K) / mean diag(K_cc)``: the per-entry weight
     ``Tr(K)/Tr(K_cc)`` of the paper up to one global constant (see
     :mod:`pina_ntk.core.weights`). The weights stay fixed between updates.
@@ -37,8 +48,19 @@ class NTKWeighting(KernelWeighting):
         ``None`` to apply every update. Default is ``"default"``.
     :param tuple weight_bounds: ``(lower, upper)`` clamp of the weights.
         Default is ``(1e-6, 1e6)``.
-    :param int chunk_size: Residual entries differentiated per vectorised
-        backward pass (``1``: a plain loop). Default is ``1``.
+    :param chunk_size: Points per chunk of the exact traces. Each
+        condition's residual is evaluated again in chunks of this many
+        points, each chunk with its own small graph, and a chunk's entries
+        are differentiated together in one batched backward pass: an
+        update costs time linear in the number of residual entries. This
+        needs each point's residual to depend on that point alone (PINA's
+        feed-forward models); the first chunk of each condition is checked
+        against the step's residual at every update, and a model that
+        couples the points (a layer normalising over the batch) falls back,
+        with one warning, to ``None``. ``None``: one backward pass per
+        residual entry through the whole step's graph, a cost quadratic in
+        the number of entries. Default is :data:`EXACT_CHUNK_POINTS`.
+    :type chunk_size: int | None
     :param float alpha: Moving-average rate of the traces per optimisation
         step, in ``(0, 1]``, as in :class:`SketchNTKWeighting`: an update
         folds its traces in with rate ``1 - (1 - alpha)^n``,
@@ -87,13 +109,14 @@ class NTKWeighting(KernelWeighting):
         update_every_n_steps=1,
         safeguard="default",
         weight_bounds=(1e-6, 1e6),
-        chunk_size=1,
+        chunk_size=EXACT_CHUNK_POINTS,
         alpha=1.0,
         statistic="trace",
         gradient_band=None,
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
-        check_int("chunk_size", chunk_size, 1)
+        if chunk_size is not None:
+            check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
         statistic = check_statistic(statistic)
         super().__init__(safeguard, weight_bounds, gradient_band)
@@ -101,6 +124,8 @@ class NTKWeighting(KernelWeighting):
         self.chunk_size = chunk_size
         self.alpha = float(alpha)
         self.statistic = statistic
+        # the points were found coupled in this fit: whole-batch passes
+        self._points_coupled = False
 
     @property
     def update_every_n_steps(self):
@@ -132,7 +157,7 @@ class NTKWeighting(KernelWeighting):
         share = steps_per_update / (steps_per_update + period)
         if share <= EXACT_SHARE_WARNING:
             return None
-        work = f"differentiates the {entries} residual entries one by one"
+        work = f"differentiates each of the {entries} residual entries"
         if self.statistic == "rayleigh":
             work = "takes one backward pass per condition"
         return (
@@ -145,20 +170,70 @@ class NTKWeighting(KernelWeighting):
             "(a sample costs about one more residual evaluation)."
         )
 
+    def set_conditions(self, names, problem):
+        """See :meth:`KernelWeighting.set_conditions`; a new fit checks
+        again whether the model treats the points independently."""
+        super().set_conditions(names, problem)
+        self._points_coupled = False
+
     def prepare_sample(self, params, residuals, generator, scales=None):
-        """Exact block traces (they need the graph); see
-        :meth:`KernelWeighting.prepare_sample`."""
+        """
+        What the exact traces need of the step's graph: the Rayleigh
+        quotients (one backward pass per condition), the residual's values
+        (the check of the chunks) and, without chunks, the traces
+        themselves; see :meth:`KernelWeighting.prepare_sample`.
+        """
         rayleigh = self.rayleigh_blocks(residuals)
-        params = list(params.values())
-        if any(rayleigh):
-            traces = exact_rayleigh_traces(
-                residuals, params, self.chunk_size, rayleigh
-            )
-        else:
-            traces = exact_block_traces(residuals, params, self.chunk_size)
-        return {"traces": traces.detach()}
+        chunks = self.chunk_size is not None and not self._points_coupled
+        chunked = tuple(chunks and not r for r in rayleigh)
+        # a detached block contributes zero here: its trace comes in chunks
+        traces = exact_rayleigh_traces(
+            [r.detach() if c else r for r, c in zip(residuals, chunked)],
+            list(params.values()),
+            rayleigh=rayleigh,
+        )
+        return {
+            "traces": traces.detach(),
+            "chunked": chunked,
+            "values": [r.detach().reshape(-1) for r in residuals],
+        }
 
     def complete_sample(self, residual_fn, params, prepared, generator):
-        """Nothing left to evaluate; see
-        :meth:`KernelWeighting.complete_sample`."""
-        return prepared["traces"], None
+        """
+        The traces of the blocks left to chunks, one small graph per chunk
+        of points; see :meth:`KernelWeighting.complete_sample`.
+        """
+        traces, chunked = prepared["traces"], prepared["chunked"]
+        if not any(chunked):
+            return traces, None
+        if isinstance(residual_fn, ChunkedResidualFn):
+            try:
+                found = chunked_block_traces(
+                    residual_fn.chunks(params, self.chunk_size, chunked),
+                    len(chunked),
+                    list(params.values()),
+                    reference=prepared["values"],
+                )
+            except PointCouplingError as error:
+                self._points_coupled = True
+                warnings.warn(
+                    f"NTKWeighting(chunk_size={self.chunk_size}): {error}, "
+                    "so the model couples the points (a layer over the "
+                    "batch, such as batch normalisation). Exact traces are "
+                    "taken through the whole batch instead, at a cost "
+                    "quadratic in the residual entries; pass chunk_size="
+                    "None to choose that and silence this warning.",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                found = None
+        else:  # a plain residual function: no chunks
+            found = None
+        if found is None:
+            whole = residual_fn(params)
+            found = exact_block_traces(
+                [b if c else b.detach() for b, c in zip(whole, chunked)],
+                list(params.values()),
+            )
+        keep = torch.tensor(chunked, device=traces.device)
+        return torch.where(keep, found.detach().to(traces), traces), None

@@ -136,21 +136,80 @@ def replay_residual_fn(solver, calls, names, chunk_size=None):
         independently (as PINA's feed-forward models do; not batch
         normalisation in training mode).
     :return: ``params -> list of residual blocks`` (one per name, flattened
-        and concatenated over that condition's calls).
-    :rtype: callable
+        and concatenated over that condition's calls), whose
+        :meth:`~ReplayedResiduals.chunks` also gives the residual chunk by
+        chunk, each chunk with its own graph.
+    :rtype: ReplayedResiduals
     """
-    module = _Replay(
-        solver, [(ev, batch) for _, ev, batch in calls], chunk_size
-    )
-    owners = [name for name, _, _ in calls]
+    return ReplayedResiduals(solver, calls, names, chunk_size)
 
-    def residual_fn(params):
-        prefixed = {f"solver.{k}": v for k, v in params.items()}
+
+class ReplayedResiduals:
+    """
+    Recorded condition evaluations as a function of the parameters: a
+    :class:`~pina_ntk.integration.contract.ChunkedResidualFn`, evaluated
+    with :func:`torch.func.functional_call` (the model's own parameters are
+    never modified). See :func:`replay_residual_fn` for the arguments.
+    """
+
+    def __init__(self, solver, calls, names, chunk_size=None):
+        self._calls = list(calls)
+        self._names = list(names)
+        self._replay = _Replay(
+            solver, [(ev, batch) for _, ev, batch in self._calls], chunk_size
+        )
+        self._evaluate = _Evaluate(solver)
+
+    def __call__(self, params):
+        """
+        :param dict params: ``{name: tensor}`` of the solver's parameters.
+        :return: One flat residual block per condition, in block order.
+        :rtype: list[torch.Tensor]
+        """
         with torch.enable_grad():  # PINA's operators differentiate inputs
-            outputs = functional_call(module, prefixed, (), strict=False)
-        return group_blocks(owners, outputs, names)
+            outputs = functional_call(
+                self._replay, _prefixed(params), (), strict=False
+            )
+        owners = [name for name, _, _ in self._calls]
+        return group_blocks(owners, outputs, self._names)
 
-    return residual_fn
+    def chunks(self, params, points, blocks=None):
+        """
+        The residual in chunks of at most ``points`` points, each evaluated
+        on its own (its own autograd graph), lazily: one chunk's graph is
+        alive at a time. Block by block, in block order; within a block,
+        the chunks of its calls in their order, so that a block's chunks
+        concatenate to the block of :meth:`__call__`.
+
+        :param dict params: ``{name: tensor}`` of the solver's parameters.
+        :param int points: Points per chunk.
+        :param blocks: One bool per block: whether to evaluate it; ``None``
+            (default): all.
+        :type blocks: tuple[bool]
+        :return: ``(block index, flat residual chunk)`` pairs.
+        :rtype: Iterator[tuple[int, torch.Tensor]]
+        """
+        prefixed = _prefixed(params)
+        for index, name in enumerate(self._names):
+            if blocks is not None and not blocks[index]:
+                continue
+            for owner, evaluate, batch in self._calls:
+                if owner != name:
+                    continue
+                for chunk in point_chunks(batch, points):
+                    with torch.enable_grad():
+                        residual = functional_call(
+                            self._evaluate,
+                            prefixed,
+                            (evaluate, chunk),
+                            strict=False,
+                        )
+                    yield index, as_plain_tensor(residual).reshape(-1)
+
+
+def _prefixed(params):
+    """The solver's parameters as named inside a module holding it."""
+    return {f"solver.{k}": v for k, v in params.items()}
 
 
 def group_blocks(owners, residuals, names):
@@ -269,9 +328,8 @@ class ResidualRecorder:
         if self.tap is None or solver is not self.solver:
             return evaluate(batch, solver)
         views = self.tap.aliases(name)
-        prefixed = {f"solver.{k}": v for k, v in views.items()}
         return functional_call(
-            self._evaluate, prefixed, (evaluate, batch), strict=False
+            self._evaluate, _prefixed(views), (evaluate, batch), strict=False
         )
 
     def names(self):

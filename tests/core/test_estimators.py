@@ -10,8 +10,10 @@ import pytest
 import torch
 
 from pina_ntk.core.estimators import (
+    PointCouplingError,
     auto_step_size,
     balanced_probe_scales,
+    chunked_block_traces,
     displace,
     exact_block_traces,
     flatten_parameters,
@@ -255,6 +257,92 @@ def test_exact_block_traces_match_the_jacobian_for_every_chunk_size(
     assert traces.tolist() == pytest.approx(expected, rel=1e-12)
     # the residuals' graph is retained for the training step's backward
     torch.autograd.grad(blocks[0].sum() + blocks[2].sum(), [w, b])
+
+
+def _point_residuals(w, b, x):
+    """A residual of two outputs per point, each point's from its own row of
+    ``x``: its chunks of points are independent."""
+    hidden = torch.tanh(x @ w + b)
+    return torch.stack([hidden.pow(2).sum(1), hidden[:, 0] * x[:, 1]], 1)
+
+
+@pytest.mark.parametrize("points", [1, 2, 3, 7])
+def test_chunked_block_traces_match_the_jacobian_for_every_chunk(points):
+    gen = torch.Generator().manual_seed(2)
+    opts = dict(generator=gen, dtype=torch.float64)
+    xs = [torch.randn(5, 3, **opts), torch.randn(4, 3, **opts)]
+    w = torch.randn(3, 2, **opts).requires_grad_()
+    b = torch.randn(2, **opts).requires_grad_()
+    unused = torch.randn(4, **opts).requires_grad_()
+
+    def chunks():  # blocks 0 and 2 in chunks of points; block 1 has none
+        for block, x in ((0, xs[0]), (2, xs[1])):
+            for start in range(0, len(x), points):
+                yield block, _point_residuals(w, b, x[start : start + points])
+
+    traces = chunked_block_traces(chunks(), 3, [w, b, unused])
+    # the reference: the squared Frobenius norm of each block's Jacobian on
+    # all its points at once, from torch.func.jacrev
+    expected = []
+    for x in xs:
+        jacobians = torch.func.jacrev(
+            lambda w, b: _point_residuals(w, b, x).reshape(-1),
+            argnums=(0, 1),
+        )(w.detach(), b.detach())
+        expected.append(sum(float(j.pow(2).sum()) for j in jacobians))
+    assert traces.tolist() == pytest.approx(
+        [expected[0], 0.0, expected[1]], rel=1e-12
+    )
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_chunked_block_traces_take_one_batched_pass_per_chunk(device):
+    theta = torch.ones(5, dtype=torch.float64, device=device)
+    theta.requires_grad_()
+    factors = torch.arange(6, dtype=torch.float64, device=device)
+    seen = []
+
+    def chunks():
+        for start in (0, 3):
+            chunk = theta[:3] ** 2 * factors[start : start + 3]
+            chunk.register_hook(lambda grad: seen.append(grad.shape))
+            yield 0, chunk
+        yield 1, torch.ones(2, dtype=torch.float64, device=device)
+
+    traces = chunked_block_traces(chunks(), 2, [theta])
+    assert len(seen) == 2  # one pass per chunk, none for the constant
+    assert traces.shape == (2,) and traces.device == theta.device
+    if device != "meta":
+        # d R / d theta_j = 2 theta_j f = 2 f: sum of 4 f^2 over f < 6
+        assert traces.tolist() == pytest.approx([4.0 * 55.0, 0.0])
+
+
+def test_chunks_are_checked_against_the_whole_residual():
+    theta = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    whole = torch.tensor([3.0, -4.0, 5.0], dtype=torch.float64)
+    tolerance = math.sqrt(torch.finfo(torch.float64).eps) * 4.0
+
+    def traces(first, reference=(whole,)):
+        chunk = theta[0] * first  # the first chunk, two entries
+        return chunked_block_traces(
+            [(0, chunk), (0, theta[1] * whole[2:])], 1, [theta], reference
+        )
+
+    leading = whole[:2]
+    # within sqrt(eps) of the leading entries' largest magnitude (4): the
+    # rounding of a different batch size, accepted
+    near = leading + torch.tensor([0.5, -0.5]) * tolerance
+    assert traces(near).item() == pytest.approx(25.0 + 25.0)
+    for off in (2.0, -2.0):
+        with pytest.raises(PointCouplingError, match="chunk of points"):
+            traces(leading + torch.tensor([0.0, off]) * tolerance)
+    # a chunk as long as its block was not split: nothing to compare
+    chunked_block_traces([(0, theta[0] * 2 * whole)], 1, [theta], [whole])
+    # non-finite values are left to the weights' guards, not called coupled
+    nan = torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    assert torch.isnan(traces(nan + leading)).item()
+    # without a reference nothing is compared
+    assert traces(leading + 1.0, reference=None).item() > 0.0
 
 
 def _devices():

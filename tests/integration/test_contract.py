@@ -9,6 +9,7 @@ from typing_extensions import get_protocol_members
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
 from pina_ntk.integration import contract
 from pina_ntk.integration.contract import (
+    ChunkedResidualFn,
     KernelRule,
     StepResiduals,
     WeightDriver,
@@ -19,6 +20,7 @@ from pina_ntk.integration.recording import ResidualRecorder
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 PROTOCOLS = {"KernelRule": KernelRule, "WeightDriver": WeightDriver}
 PROTOCOLS["StepResiduals"] = StepResiduals
+PROTOCOLS["ChunkedResidualFn"] = ChunkedResidualFn
 
 
 def documented_members():
@@ -76,6 +78,8 @@ def test_the_statistics_drive_and_the_recorder_feeds(trained_wave):
     assert isinstance(statistics, WeightDriver)
     assert solver.weighting.driver is statistics
     assert isinstance(ResidualRecorder(solver), StepResiduals)
+    recorder = ResidualRecorder(solver)
+    assert isinstance(recorder.residual_fn(["D"]), ChunkedResidualFn)
 
 
 @pytest.fixture

@@ -125,12 +125,13 @@ class SpyExact(NTKWeighting):
         super().__init__(**kwargs)
         self.samples = []
 
-    def prepare_sample(self, params, residuals, generator, scales=None):
-        prepared = super().prepare_sample(params, residuals, generator, scales)
-        traces = prepared["traces"]
+    def sample(self, residual_fn, params, residuals, generator, scales=None):
+        traces, kernel = super().sample(
+            residual_fn, params, residuals, generator, scales
+        )
         sizes = torch.tensor([r.numel() for r in residuals], dtype=traces.dtype)
         self.samples.append((self.driver.step, traces / sizes))
-        return prepared
+        return traces, kernel
 
 
 def test_spaced_exact_updates_average_with_the_rate_of_their_spacing():

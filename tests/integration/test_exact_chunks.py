@@ -1,0 +1,202 @@
+"""Exact traces chunk by chunk (``NTKWeighting(chunk_size=...)``): the same
+traces as the row-by-row float64 Jacobian, a fallback for models that
+couple the points, and backward work linear in the residual entries."""
+
+import warnings
+
+import lightning
+import pytest
+import torch
+from pina import Condition, LabelTensor
+from pina.domain import CartesianDomain
+from pina.equation import Equation, FixedValue, SystemEquation
+from pina.operator import grad
+from pina.problem import SpatialProblem
+from pina.problem.zoo import InversePoisson2DSquareProblem
+from pina.solver import PhysicsInformedSingleModelSolver
+
+from pina_ntk import NTKWeighting, ntk_traces
+
+from helpers import make_solver, make_trainer, mlp, ntk_callback
+from reference import block_traces, jacobian_blocks
+
+#: Points per chunk in these tests: the problems' conditions hold 9-16
+#: points, so every condition is split and its last chunk is short.
+CHUNK = 5
+
+
+def _rotation(input_, output_):
+    """``u' = v``, ``v' = -u``: two residual columns per point."""
+    return torch.cat(
+        [
+            grad(output_, input_, components=["u"], d=["x"]) - output_["v"],
+            grad(output_, input_, components=["v"], d=["x"]) + output_["u"],
+        ],
+        dim=1,
+    )
+
+
+class TwoOutputs(SpatialProblem):
+    """Two outputs, a two-column PDE residual, a Dirichlet end and a data
+    condition (``u = sin x``, ``v = cos x``)."""
+
+    output_variables = ["u", "v"]
+    spatial_domain = CartesianDomain({"x": [0, 2]})
+    domains = {"D": spatial_domain, "end": CartesianDomain({"x": 0.0})}
+    conditions = {
+        "D": Condition(domain="D", equation=Equation(_rotation)),
+        "end": Condition(
+            domain="end",
+            equation=SystemEquation(
+                [FixedValue(0.0, ["u"]), FixedValue(1.0, ["v"])]
+            ),
+        ),
+    }
+
+    def __init__(self):
+        super().__init__()
+        x = LabelTensor(torch.linspace(0.1, 1.9, 9)[:, None], ["x"])
+        target = LabelTensor(torch.cat([x.sin(), x.cos()], 1), ["u", "v"])
+        self.conditions = dict(self.conditions)
+        self.conditions["data"] = Condition(input=x, target=target)
+
+
+def _solver(kind, model=None, n=12):
+    """A float64-ready solver whose conditions hold their points."""
+    if kind in ("poisson", "supervised"):
+        solver = make_solver(kind, n=n)
+        make_trainer(solver, steps=1, ntk=False)
+        return solver
+    lightning.seed_everything(0, verbose=False)
+    if kind == "two_outputs":
+        problem = TwoOutputs()
+        problem.discretise_domain(n, "random", domains=["D"])
+        problem.discretise_domain(1, "grid", domains=["end"])
+    else:  # inverse: the unknowns mu1, mu2 enter the interior residual
+        problem = InversePoisson2DSquareProblem(load=False)
+        problem.discretise_domain(n, "random")
+    n_in, n_out = len(problem.input_variables), len(problem.output_variables)
+    solver = PhysicsInformedSingleModelSolver(
+        problem, model or mlp(n_in, n_out, width=12)
+    )
+    make_trainer(solver, steps=1, ntk=False)
+    return solver
+
+
+@pytest.mark.parametrize(
+    "kind", ["poisson", "two_outputs", "supervised", "inverse"]
+)
+def test_chunked_traces_equal_the_row_by_row_jacobian(float64, kind):
+    solver = _solver(kind)
+    expected = block_traces(jacobian_blocks(solver))
+    if kind == "inverse":  # the unknowns are parameters of the kernel
+        unknowns = list(solver.problem.unknown_parameters.values())
+        assert all(p.requires_grad for p in unknowns)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*couples the points")
+        got = ntk_traces(solver, method="exact", chunk_size=CHUNK)
+    assert set(got) == set(expected)
+    for name, value in expected.items():
+        assert value > 0.0
+        assert float(got[name]) == pytest.approx(value, rel=1e-10)
+
+
+def test_the_unknown_parameters_count_in_the_traces(float64):
+    # without the unknowns' columns the interior trace would be smaller:
+    # the comparison above would not notice a kernel over the network only
+    solver = _solver("inverse")
+    rows = jacobian_blocks(solver)["D"]
+    unknown_columns = rows[:, -2:]  # mu1, mu2 come last in parameters()
+    assert (unknown_columns**2).sum() > 1e-8 * (rows**2).sum()
+
+
+def test_training_weights_equal_the_whole_batch_weights(float64):
+    def traces(chunk_size):
+        solver = make_solver(
+            "wave", n=15, weighting=NTKWeighting(chunk_size=chunk_size)
+        )
+        make_trainer(solver, steps=2).train()
+        return ntk_callback(solver.trainer).statistics.traces
+
+    chunked, whole = traces(CHUNK), traces(None)
+    assert chunked.keys() == whole.keys()
+    for name in whole:
+        assert chunked[name] == pytest.approx(whole[name], rel=1e-10)
+
+
+class BatchCentred(torch.nn.Module):
+    """A network whose output is centred over the batch: every point's
+    output depends on every other point."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x):
+        out = self.net(x)
+        return out - out.mean(dim=0, keepdim=True)
+
+
+def test_a_model_that_couples_the_points_falls_back_with_one_warning(
+    float64,
+):
+    lightning.seed_everything(0, verbose=False)
+    solver = _solver("supervised", n=12)
+    solver = type(solver)(solver.problem, BatchCentred(mlp(2, 1, width=12)))
+    make_trainer(solver, steps=1, ntk=False)
+    expected = block_traces(jacobian_blocks(solver))
+    with pytest.warns(UserWarning, match="couples the points") as caught:
+        got = ntk_traces(solver, method="exact", chunk_size=CHUNK)
+    assert sum("couples the points" in str(w.message) for w in caught) == 1
+    for name, value in expected.items():
+        # the whole batch's kernel, not the chunks' (which differs)
+        assert float(got[name]) == pytest.approx(value, rel=1e-10)
+
+
+def test_a_coupled_model_warns_once_per_fit_and_keeps_training(float64):
+    lightning.seed_everything(0, verbose=False)
+    base = make_solver("poisson", n=12)
+    solver = PhysicsInformedSingleModelSolver(
+        base.problem,
+        BatchCentred(mlp(2, 1, width=12)),
+        weighting=NTKWeighting(chunk_size=CHUNK),
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_trainer(solver, steps=3).train()
+    coupled = [w for w in caught if "couples the points" in str(w.message)]
+    assert len(coupled) == 1
+    weights = ntk_callback(solver.trainer).statistics.weights
+    assert all(torch.isfinite(torch.as_tensor(w)) for w in weights.values())
+
+
+def _backward_work(solver, chunk_size):
+    """Elements of saved tensors read by the backward passes of one exact
+    update: the work of the passes, which grows with the graph they run
+    through."""
+    read = []
+
+    def pack(tensor):
+        return tensor
+
+    def unpack(tensor):
+        read.append(tensor.numel())
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        ntk_traces(solver, method="exact", chunk_size=chunk_size)
+    return sum(read)
+
+
+def test_backward_work_is_linear_in_the_residual_entries():
+    # Doubling the points doubles the work of the chunked passes (each runs
+    # through a chunk's graph) but quadruples that of passes through the
+    # whole batch's graph, which chunk_size=None takes.
+    # (zoo problems share their conditions: one solver at a time)
+    work = {}
+    for n in (16, 32):
+        solver = _solver("poisson", n=n)
+        work[n] = _backward_work(solver, CHUNK), _backward_work(solver, None)
+    chunked, whole = (large / small for small, large in zip(*work.values()))
+    assert 1.6 < chunked < 2.4
+    assert whole > 3.3
