@@ -43,10 +43,11 @@ FEEDFORWARD = tuple(
     e["setting"] for e in SUITE if e["network"] == "feedforward"
 )
 #: The suite's seeds per weighting: the confirmation half's least.
-HALF_SEEDS = {"tuning": 3, "confirmation": 5}
-#: The suite's weightings: the plain sum, PINA's rules, the published
-#: sketch (the bar of the decision) and the candidate defaults.
-SUITE_WEIGHTINGS = ("none", "pina_self_adaptive", "pina_ntk")
+HALF_SEEDS = {"tuning": 3, "confirmation": 5, "confirmation-2": 5}
+#: The suite's weightings: the plain sum, PINA's rules, Wang et al.'s exact
+#: weights every 100 steps, the published sketch (the bar of the decision)
+#: and the candidate defaults.
+SUITE_WEIGHTINGS = ("none", "pina_self_adaptive", "pina_ntk", "exact")
 SUITE_WEIGHTINGS += ("sketch_predictor", "sketch_band_4")
 #: The smoothing study's spacing in units of ``update_every`` (500 steps in
 #: the full run) and its moving-average rate per step.

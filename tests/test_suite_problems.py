@@ -224,3 +224,218 @@ def test_heat_inverse_parameter_enters_the_equation():
     pts = sample(problem, "D")
     wrong = {"kappa": torch.tensor([2 * true], dtype=torch.float64)}
     assert residual(problem, "D", pts, params=wrong).abs().max() > WRONG
+
+
+# ------------------------------------------- the confirmation-2 half (#42)
+SECOND = ["elasticity", "nonlinear_disk", "lshape", "advection_diffusion"]
+SECOND += ["neumann_cosine", "helmholtz_4d"]
+
+
+def against(problem, condition, pts, *columns):
+    """The residual of a condition with ``columns`` (functions of the
+    points' tensor, one per output) as the network."""
+    values = [f(pts).as_subclass(torch.Tensor) for f in columns]
+    values = torch.cat(values, 1)
+    output = LabelTensor(values, problem.output_variables)
+    equation = problem.conditions[condition].equation
+    return equation.residual(pts, output, None).as_subclass(torch.Tensor)
+
+
+def test_the_second_confirmation_half_is_new_stationary_and_mixed():
+    import suite_protocol
+
+    split = suite_protocol.read_split()
+    second = split["confirmation-2"]
+    names = [e["setting"] for e in second]
+    assert len(second) >= 6 and names == SECOND
+    assert all(e["stationary"] for e in second)
+    assert 2 * sum(e["network"] == "feedforward" for e in second) >= len(names)
+    assert {e["points"] for e in second} == {"fresh", "fixed"}
+    others = {e["setting"] for h, es in split.items() if h != "confirmation-2"
+              for e in es}  # fmt: skip
+    assert others.isdisjoint(names) and set(names) <= set(suite.SUITE_PROBLEMS)
+    assert all(suite.SUITE_PROBLEMS[n].STATIONARY for n in names)
+
+
+def test_weightings_plans_five_seeds_per_confirmation_2_setting(
+    monkeypatch, tmp_path
+):
+    """``weightings.py --half confirmation-2`` plans the suite's weightings,
+    five seeds each, with each setting's network; stopped before any run."""
+    import weightings
+
+    planned, plan = [], weightings.plan_jobs
+
+    def stop(*arguments):
+        planned.extend(plan(*arguments))
+        raise KeyboardInterrupt  # not caught before the runs start
+
+    monkeypatch.setattr(weightings, "plan_jobs", stop)
+    with pytest.raises(KeyboardInterrupt):
+        weightings.main(
+            ["--half", "confirmation-2", "--output-dir", str(tmp_path)]
+        )
+    assert not os.listdir(tmp_path)
+    split = {e["setting"]: e for e in weightings.SPLIT["confirmation-2"]}
+    chosen = weightings.SUITE_WEIGHTINGS
+    assert len(planned) == len(split) * len(chosen) * 5
+    for name, entry in split.items():
+        jobs = [j for j in planned if j["problem"] == name]
+        assert {(j["weighting"], j["seed"]) for j in jobs} == {
+            (w, s) for w in chosen for s in range(5)
+        }
+        assert {j["network"] for j in jobs} == {entry["network"]}
+        assert jobs[0]["counts"] == suite.SUITE_PROBLEMS[name].POINTS
+        fixed = name in weightings.FIXED_POINTS
+        assert fixed == (entry["points"] == "fixed")
+
+
+def test_elasticity_rejects_a_flipped_displacement():
+    problem = suite.ElasticityProblem()
+    u = lambda p: suite._navier(p)[0][:, :1]  # noqa: E731
+    minus_v = lambda p: -suite._navier(p)[0][:, 1:]  # noqa: E731
+    for condition in ("D", "traction"):
+        pts = sample(problem, condition)
+        found = against(problem, condition, pts, u, minus_v)
+        assert found.shape[1] == 2 and found.abs().max() > WRONG
+    # the clamped sides are x = 0, x = 1, y = 0; the traction at y = 1
+    x, y = (column(sample(problem, "clamped", 300), v) for v in "xy")
+    assert ((x == 0) | (x == 1) | (y == 0)).all() and not (y == 1).any()
+    assert (column(sample(problem, "traction"), "y") == 1).all()
+
+
+def test_nonlinear_disk_needs_its_nonlinearity():
+    """The exact solution does not solve the linear -Laplace u = f, and a
+    multiple of it (a linear problem's scaling) is rejected; the domains are
+    the disc and its circle, the evaluation grid the disc's pi / 4 of the
+    box."""
+    problem = suite.NonlinearDiskProblem()
+    pts = sample(problem, "D")
+    linear = suite.Equation(
+        lambda i, o: -suite._d(o, i, "xy", 2) - suite._nonlinear_terms(i)[1]
+    )
+    wrong = linear.residual(pts, problem.solution(pts), None)
+    assert wrong.abs().max() > WRONG
+    double = against(
+        problem, "D", pts, lambda p: 2 * suite._nonlinear_terms(p)[0]
+    )
+    assert double.abs().max() > WRONG
+    for condition, low in (("D", 0.0), ("boundary", 1.0)):
+        pts = sample(problem, condition)
+        r = torch.hypot(column(pts, "x"), column(pts, "y"))
+        assert low - 1e-6 <= r.min() and r.max() <= 1 + 1e-6
+    grid = problem.evaluation_points(101)
+    assert abs(len(grid) / 101**2 - math.pi / 4) < 0.02
+
+
+def test_lshape_solution_is_the_corner_singularity():
+    """Zero on both edges at the re-entrant corner, continuous across the
+    negative x-axis (the angle runs over [0, 3 pi / 2]: without it, on
+    (-pi, pi], the x = 0, y < 0 edge would get sin(-pi / 3)), the gradient
+    unbounded at the corner."""
+    problem = suite.LShapeProblem()
+    s = torch.rand(100, 1, dtype=torch.float64)
+    zero = torch.zeros_like(s)
+
+    def at(x, y):
+        pts = LabelTensor(torch.cat([x, y], 1), ["x", "y"])
+        return problem.solution(pts).as_subclass(torch.Tensor).flatten()
+
+    assert at(s, zero).abs().max() < 1e-12  # y = 0, x > 0
+    assert at(zero, -s).abs().max() < 1e-12  # x = 0, y < 0
+    assert (at(zero, s) > 0).all()  # x = 0, y > 0: inside the L
+    above, below = at(-s, zero + 1e-12), at(-s, zero - 1e-12)
+    assert torch.allclose(above, below, atol=1e-9) and above.min() > 0
+    origin, small = zero[:1], torch.full((1, 1), 1e-6, dtype=torch.float64)
+    slope = (at(-small, origin) - at(origin, origin)) / 1e-6
+    assert slope.abs().max() > 50  # r^(2/3) / r = 100 at r = 1e-6
+
+
+def test_lshape_domains():
+    """No point in the missing quadrant; the boundary on the L's eight unit
+    sides, uniformly; the evaluation grid is the L's 3/4 of the box."""
+    problem = suite.LShapeProblem()
+    inside = sample(problem, "D", n=3000)
+    x, y = column(inside, "x"), column(inside, "y")
+    assert not ((x > 0) & (y < 0)).any()
+    assert abs(float((x < 0).double().mean()) - 2 / 3) < 0.03
+    edge = sample(problem, "boundary", n=800)
+    x, y = column(edge, "x"), column(edge, "y")
+    sides = [x == -1, y == 1, y == -1, x == 1, (x == 0) & (y <= 0)]
+    sides += [(y == 0) & (x >= 0)]
+    assert torch.stack(sides).any(dim=0).all()
+    assert [int(s.sum()) for s in sides] == [200, 200, 100, 100, 100, 100]
+    assert problem.spatial_domain.range == {"x": (-1, 1), "y": (-1, 1)}
+    grid = problem.evaluation_points(101)
+    gx, gy = column(grid, "x"), column(grid, "y")
+    assert not ((gx > 0) & (gy < 0)).any()
+    assert abs(len(grid) / 101**2 - 3 / 4) < 0.02
+
+
+def test_advection_diffusion_layers_are_downstream():
+    """The layers sit at x = 1 and y = 1, downstream of b = (1, 1): the
+    mirrored solution (layers upstream, at 0) is rejected."""
+    problem = suite.AdvectionDiffusionProblem()
+    pts = sample(problem, "D")
+
+    def mirrored(p):
+        flipped = LabelTensor(1 - p.as_subclass(torch.Tensor), ["x", "y"])
+        return suite._layer_terms(flipped)[0]
+
+    assert against(problem, "D", pts, mirrored).abs().max() > WRONG
+    # steep: at y = 0.5, u falls from over 0.25 to 0 within epsilon of x = 1
+    near = LabelTensor(
+        torch.tensor([[0.9, 0.5], [1.0, 0.5]]).double(), ["x", "y"]
+    )
+    u = problem.solution(near).as_subclass(torch.Tensor).flatten()
+    assert u[0] > 0.25 and u[1].abs() < 1e-12
+
+
+def test_neumann_cosine_flux_and_pin():
+    """sin for cos breaks the zero flux; the solution plus a constant keeps
+    the equation and the flux and only the pinned point rejects it."""
+    problem = suite.NeumannCosineProblem()
+
+    def sin(p):
+        x, y = suite._cols(p, "xy")
+        return torch.sin(6 * math.pi * x) * torch.cos(4 * math.pi * y)
+
+    edge = sample(problem, "boundary")
+    assert against(problem, "boundary", edge, sin).abs().max() > WRONG
+    shifted = lambda p: suite._cosine_terms(p)[0] + 1.0  # noqa: E731
+    for condition in ("D", "boundary"):
+        found = against(problem, condition, sample(problem, condition), shifted)
+        assert found.abs().max() <= TOL
+    pin = sample(problem, "pin")
+    assert len(pin) == 1 and float(pin.detach().abs().max()) == 0
+    assert against(problem, "pin", pin, shifted).abs().max() > WRONG
+    # a face each of x = 0, 1 and y = 0, 1 gets points
+    x, y = column(edge, "x"), column(edge, "y")
+    assert all(int(f.sum()) > 20 for f in (x == 0, x == 1, y == 0, y == 1))
+
+
+def test_helmholtz_4d_wave_number_and_faces():
+    """k^2 = 6 pi^2 is no Dirichlet eigenvalue pi^2 (n1^2 + ... + n4^2) of
+    -Laplace (so the problem is well posed); a doubled frequency in x is
+    rejected; the boundary draws 50 points on each of the eight faces."""
+    import itertools
+
+    sums = {
+        sum(n * n for n in ns)
+        for ns in itertools.product(range(1, 4), repeat=4)
+    }
+    assert 6 not in sums and min(sums) < 6  # indefinite: 4 pi^2 < k^2
+    assert suite.K2 == pytest.approx(6 * math.pi**2)
+    problem = suite.Helmholtz4DProblem()
+    pts = sample(problem, "D")
+
+    def doubled(p):
+        x, *rest = suite._cols(p, "xyzw")
+        x = LabelTensor(torch.cat([2 * x, *rest], 1), list("xyzw"))
+        return suite._helmholtz_terms(x)[0]
+
+    assert against(problem, "D", pts, doubled).abs().max() > WRONG
+    faces = sample(problem, "boundary")
+    cols = faces.as_subclass(torch.Tensor).detach()
+    counts = [int((cols[:, k] == s).sum()) for k in range(4) for s in (0, 1)]
+    assert counts == [50] * 8
