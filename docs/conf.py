@@ -66,6 +66,10 @@ myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 # render the committed outputs; never run a notebook while building
 nb_execution_mode = "off"
+# a cell's Markdown output (the tutorials' tables and their generated text)
+# is parsed as MyST, so its tables and $math$ render as in Jupyter; the
+# default, CommonMark, has neither
+nb_render_markdown_format = "myst"
 # docs/tutorials/*/*.nblink stubs name the notebooks of tutorials/
 nb_custom_formats = {".nblink": "notebook_link.read_linked_notebook"}
 

@@ -4,7 +4,8 @@ One Sphinx build of ``docs/`` (``-W --keep-going``, one process, nothing
 executed or downloaded) into a temporary folder; then: a page for each name
 of ``pina_ntk.__all__`` and of the layer packages' ``__all__`` (each
 documented where it is defined, ``api/<module path>/<name>.html``), and the
-two tutorial pages with every code cell and image output of their notebooks.
+tutorial pages with every code cell, image output and Markdown table of
+their notebooks.
 """
 
 import json
@@ -31,6 +32,10 @@ TUTORIALS = (
     (
         "tutorials/qtensor/qtensor_ntk.html",
         "tutorials/qtensor/qtensor_ntk.ipynb",
+    ),
+    (
+        "tutorials/your_problem/your_problem.html",
+        "tutorials/your_problem/your_problem.ipynb",
     ),
 )
 
@@ -106,3 +111,11 @@ def test_tutorial_page(site, page, notebook):
     assert html.count('class="cell docutils container"') == len(code)
     # the committed outputs are rendered, not executed
     assert html.count("<img") >= len(images)
+    # a Markdown output's tables are tables, not lines of "|"
+    tables = [
+        o
+        for c in code
+        for o in c.get("outputs", [])
+        if "\n|---" in "".join(o.get("data", {}).get("text/markdown", ""))
+    ]
+    assert html.count("<table") >= len(tables)
