@@ -343,9 +343,12 @@ def run_script(script, names, studies, default_output, argv=None):
     parser.add_argument("--device", choices=devices, default="auto", help=text)
     text = "page to write; its results go to the same name with .json "
     text += f"(default {default_output or 'none: print only'})"
-    parser.add_argument("--output", default=default_output, help=text)
+    parser.add_argument("--output", help=text + "; --quick: a temporary one")
     harness.add_run_flags(parser)
     args = parser.parse_args(argv)
+    args.output = harness.output_location(
+        args.output, default_output, args.quick
+    )
     if args.from_json:
         document = harness.read_json(args.from_json)
     else:

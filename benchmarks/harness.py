@@ -8,19 +8,23 @@ import functools
 import gc
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import pkgutil
 import platform
+import random
 import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from statistics import median
 
 import torch
 from lightning.pytorch.callbacks import Callback
@@ -260,6 +264,58 @@ def fmt(value, digits=2):
     return f"{value:.{digits}f}"
 
 
+def bootstrap_interval(values, level=0.9, resamples=2000, seed=0):
+    """
+    The percentile bootstrap interval of the median of ``values`` (seeded:
+    the same values give the same interval).
+
+    :param list values: One number per round (or seed).
+    :param float level: The interval's coverage.
+    :return: ``(low, high)``; ``(v, v)`` for a single value.
+    :rtype: tuple[float, float]
+    """
+    draw = random.Random(seed).choices
+    found = sorted(
+        median(draw(values, k=len(values))) for _ in range(resamples)
+    )
+    tail = (1.0 - level) / 2.0
+    return found[int(tail * resamples)], found[int((1 - tail) * resamples) - 1]
+
+
+def verdict(low, high, most, least=None):
+    """
+    *pass* when the interval ``[low, high]`` lies within ``[least, most]``,
+    *miss* when it lies wholly outside, *not resolved* otherwise.
+
+    :param float most: The target's upper bound.
+    :param float least: Its lower bound, or ``None``.
+    :rtype: str
+    """
+    least = -math.inf if least is None else least
+    if least <= low and high <= most:
+        return "pass"
+    if low > most or high < least:
+        return "**miss**"
+    return "not resolved"
+
+
+#: Least rounds for a resolved verdict, and the level of its interval.
+LEAST_ROUNDS, LEVEL = 3, 0.9
+
+
+def judged(values, most, least=None):
+    """
+    A target's verdict on its per-round ``values``: :func:`verdict` of their
+    :func:`bootstrap_interval` at :data:`LEVEL`; *not resolved* on fewer
+    than :data:`LEAST_ROUNDS` rounds.
+
+    :rtype: str
+    """
+    if len(values) < LEAST_ROUNDS:
+        return "not resolved"
+    return verdict(*bootstrap_interval(values, LEVEL), most, least)
+
+
 def markdown_table(header, rows, align=None):
     """:return: The lines of a markdown table: ``rows`` lists of cells
     (through ``str``), ``align`` one letter, ``l`` or ``r``, per column
@@ -340,11 +396,32 @@ def add_run_flags(parser, output_dir=None):
     add("--machine-label", help="the machine's name (default: CPU model, CPUs)")
     add("--from-json", metavar="JSON", help="render the page from it; no runs")
     if output_dir is not None:
-        add("--output-dir", default=output_dir, help="default: docs/")
+        text = "default: docs/; --quick: a new temporary folder"
+        add("--output-dir", help=text)
         workers = "worker processes at once, one torch thread each (default 2)"
         add("--workers", type=int, default=2, help=workers)
         combine = "render the results files of runs made elsewhere as one page"
         add("--combine", nargs="+", metavar="JSON", help=combine)
+
+
+def output_location(given, default, quick, folder=False):
+    """
+    Where a script writes: ``given`` (``--output``, ``--output-dir``) if
+    set; else ``default`` for a measured run, but for a ``--quick`` smoke
+    run the same name in a new temporary folder, so that a smoke run never
+    overwrites a committed result. Says where a smoke run writes.
+
+    :param given: The flag's value, or ``None``.
+    :param str default: The committed page (or folder, with ``folder``);
+        ``None``: print only.
+    :param bool quick: Whether this is a ``--quick`` run.
+    :rtype: str
+    """
+    if given is not None or not quick or default is None:
+        return default if given is None else str(given)
+    where = tempfile.mkdtemp(prefix="pina-ntk-quick-")
+    print(f"--quick: writing to {where}", file=sys.stderr)
+    return where if folder else os.path.join(where, os.path.basename(default))
 
 
 def combine_documents(documents, identity, command):

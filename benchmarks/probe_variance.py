@@ -87,6 +87,8 @@ def main(argv=None):
     add("--write", action="store_true", help="write its JSON and page in docs/")
     harness.add_run_flags(parser)
     args = parser.parse_args(argv)
+    if args.quick and args.write:  # a smoke run never overwrites results
+        parser.error("--write writes the committed results: not with --quick.")
     if args.from_json:
         document = harness.read_json(args.from_json)
         harness.write_page(PAGE, SCRIPT, render(document), "")

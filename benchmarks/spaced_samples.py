@@ -196,8 +196,12 @@ def main(argv=None):
     add("--estimators", nargs="+", choices=ESTIMATORS, default=ESTIMATORS)
     add("--every", nargs="+", type=int, default=EVERY)
     add("--seeds", nargs="+", type=int, default=SEEDS)
-    harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
+    docs = os.path.join(harness.ROOT, "docs")
+    harness.add_run_flags(parser, docs)
     args = parser.parse_args(argv)
+    args.output_dir = harness.output_location(
+        args.output_dir, docs, args.quick, folder=True
+    )
     if args.from_json:
         record = harness.read_json(args.from_json)
         page = os.path.join(args.output_dir, PAGE)

@@ -148,10 +148,12 @@ def numbers(results, settings, width):
         if key not in time or (margin is not None and limit not in time):
             continue
         label, extra = f"time, {config_label(key, settings)}", {}
-        measured = ratio[key]
+        measured, values = ratio[key], [r[key][1] for r in per_round]
         if margin is not None:  # limit: the key of the reference row
             extra = {"reference": ratio[limit]}
             text = f"reference + {margin}"
+            # each round's excess over its own reference, on the page's scale
+            excess = [r[key][1] - r[limit][1] for r in per_round]
             if key in BAND_REFERENCES:
                 runs = [r["runs"] for r in rounds]
                 excess = [band_excess(r, settings, key, limit) for r in runs]
@@ -159,9 +161,10 @@ def numbers(results, settings, width):
                 text = f"without the band + {margin}; excess by round "
                 text += f"{min(excess):+.3f} to {max(excess):+.3f}"
             label += f" ({text})"
+            values = [ratio[limit] + e for e in excess]
             limit = round(ratio[limit] + margin, 3)
         check = dict(width=width, label=label, measured=measured)
-        checks.append(dict(check, limit=limit, **extra))
+        checks.append(dict(check, limit=limit, rounds=values, **extra))
     return rounds[-1]["parameters"], time, checks
 
 

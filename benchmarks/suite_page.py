@@ -31,8 +31,8 @@ CANDIDATES = ("sketch_band_4", "sketch_predictor")
 #: The runs of ``SketchNTKWeighting()`` as shipped after the decision.
 DEFAULT = "default"
 #: What the README's block shows where run on every problem: the plain
-#: sum and PINA's rules, then the default.
-README_ROWS = ("none", "pina_self_adaptive", "pina_ntk")
+#: sum, PINA's rules and Wang et al.'s exact weights, then the default.
+README_ROWS = ("none", "pina_self_adaptive", "pina_ntk", "exact")
 
 
 def decided(document):

@@ -14,7 +14,7 @@ longest jobs first. The problems, weightings and settings are in
 ``weightings_setup.py``, the page in ``weightings_page.py``.
 
     python benchmarks/weightings.py                 # docs/weightings.md
-    python benchmarks/weightings.py --quick --output-dir /tmp/weightings
+    python benchmarks/weightings.py --quick   # writes to a temporary folder
     python benchmarks/weightings.py --from-json docs/weightings.json
     python benchmarks/weightings.py --half confirmation \
         --output-dir docs/suite/confirmation --resume
@@ -320,8 +320,12 @@ def main(argv=None):
     rerun = dict(nargs="+", default=[], metavar="PROBLEM/WEIGHTING/SEED")
     add("--rerun", **rerun, help=text)
     add("--rerun-reason", help="why the --rerun runs are made again")
-    harness.add_run_flags(parser, os.path.join(harness.ROOT, "docs"))
+    docs = os.path.join(harness.ROOT, "docs")
+    harness.add_run_flags(parser, docs)
     args = parser.parse_args(argv)
+    args.output_dir = harness.output_location(
+        args.output_dir, docs, args.quick, folder=True
+    )
     if args.rerun and not (args.resume and args.rerun_reason):
         parser.error("--rerun needs --resume and --rerun-reason.")
     for name in ("seeds", "steps", "workers"):
