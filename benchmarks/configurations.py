@@ -346,9 +346,7 @@ def run_script(script, names, studies, default_output, argv=None):
     parser.add_argument("--output", help=text + "; --quick: a temporary one")
     harness.add_run_flags(parser)
     args = parser.parse_args(argv)
-    args.output = harness.output_location(
-        args.output, default_output, args.quick
-    )
+    args.output = harness.output_location(args, "output", default_output)
     if args.from_json:
         document = harness.read_json(args.from_json)
     else:

@@ -265,15 +265,9 @@ def fmt(value, digits=2):
 
 
 def bootstrap_interval(values, level=0.9, resamples=2000, seed=0):
-    """
-    The percentile bootstrap interval of the median of ``values`` (seeded:
-    the same values give the same interval).
-
-    :param list values: One number per round (or seed).
-    :param float level: The interval's coverage.
-    :return: ``(low, high)``; ``(v, v)`` for a single value.
-    :rtype: tuple[float, float]
-    """
+    """:return: ``(low, high)``, the percentile bootstrap interval at
+    ``level`` of the median of ``values`` (one per round or seed), seeded:
+    the same values give the same interval."""
     draw = random.Random(seed).choices
     found = sorted(
         median(draw(values, k=len(values))) for _ in range(resamples)
@@ -283,14 +277,8 @@ def bootstrap_interval(values, level=0.9, resamples=2000, seed=0):
 
 
 def verdict(low, high, most, least=None):
-    """
-    *pass* when the interval ``[low, high]`` lies within ``[least, most]``,
-    *miss* when it lies wholly outside, *not resolved* otherwise.
-
-    :param float most: The target's upper bound.
-    :param float least: Its lower bound, or ``None``.
-    :rtype: str
-    """
+    """:return: *pass* when ``[low, high]`` lies within ``[least, most]``
+    (``least``: ``None``, none), *miss* wholly outside, else *not resolved*."""
     least = -math.inf if least is None else least
     if least <= low and high <= most:
         return "pass"
@@ -304,13 +292,8 @@ LEAST_ROUNDS, LEVEL = 3, 0.9
 
 
 def judged(values, most, least=None):
-    """
-    A target's verdict on its per-round ``values``: :func:`verdict` of their
-    :func:`bootstrap_interval` at :data:`LEVEL`; *not resolved* on fewer
-    than :data:`LEAST_ROUNDS` rounds.
-
-    :rtype: str
-    """
+    """:return: The :func:`verdict` of per-round ``values``' interval at
+    :data:`LEVEL`; *not resolved* on fewer than :data:`LEAST_ROUNDS`."""
     if len(values) < LEAST_ROUNDS:
         return "not resolved"
     return verdict(*bootstrap_interval(values, LEVEL), most, least)
@@ -404,20 +387,14 @@ def add_run_flags(parser, output_dir=None):
         add("--combine", nargs="+", metavar="JSON", help=combine)
 
 
-def output_location(given, default, quick, folder=False):
-    """
-    Where a script writes: ``given`` (``--output``, ``--output-dir``) if
-    set; else ``default`` for a measured run, but for a ``--quick`` smoke
-    run the same name in a new temporary folder, so that a smoke run never
-    overwrites a committed result. Says where a smoke run writes.
-
-    :param given: The flag's value, or ``None``.
-    :param str default: The committed page (or folder, with ``folder``);
-        ``None``: print only.
-    :param bool quick: Whether this is a ``--quick`` run.
-    :rtype: str
-    """
-    if given is not None or not quick or default is None:
+def output_location(args, flag, default):
+    """:return: Where a script writes: the flag's value (``"output"``, or
+    ``"output_dir"`` for a folder) if given, else the committed ``default``
+    (``None``: print only), but for a ``--quick`` smoke run the same name in
+    a new temporary folder, which it names: a smoke run never overwrites a
+    committed result."""
+    given, folder = getattr(args, flag), flag == "output_dir"
+    if given is not None or not args.quick or default is None:
         return default if given is None else str(given)
     where = tempfile.mkdtemp(prefix="pina-ntk-quick-")
     print(f"--quick: writing to {where}", file=sys.stderr)

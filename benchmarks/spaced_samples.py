@@ -199,9 +199,7 @@ def main(argv=None):
     docs = os.path.join(harness.ROOT, "docs")
     harness.add_run_flags(parser, docs)
     args = parser.parse_args(argv)
-    args.output_dir = harness.output_location(
-        args.output_dir, docs, args.quick, folder=True
-    )
+    args.output_dir = harness.output_location(args, "output_dir", docs)
     if args.from_json:
         record = harness.read_json(args.from_json)
         page = os.path.join(args.output_dir, PAGE)

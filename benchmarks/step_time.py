@@ -152,7 +152,6 @@ def numbers(results, settings, width):
         if margin is not None:  # limit: the key of the reference row
             extra = {"reference": ratio[limit]}
             text = f"reference + {margin}"
-            # each round's excess over its own reference, on the page's scale
             excess = [r[key][1] - r[limit][1] for r in per_round]
             if key in BAND_REFERENCES:
                 runs = [r["runs"] for r in rounds]

@@ -80,10 +80,8 @@ def target_section(document, link):
             reference = check.get("reference")
             cells.append("—" if reference is None else f"{fmt(reference, 3)}×")
         rows.append(cells)
-    intro = f"[Targets]({link}#targets); a time target's verdict by the "
-    intro += "90 % bootstrap interval of its median over rounds (*not "
-    intro += "resolved* where the interval straddles the target or fewer "
-    intro += "than 3 rounds ran)" + with_reference * (
+    intro = f"[Targets]({link}#targets), verdicts by the interval over "
+    intro += "rounds" + with_reference * (
         "; the last column is the ratio of the matching reference row: the "
         "unavoidable part of the measured ratio"
     )

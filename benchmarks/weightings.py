@@ -323,9 +323,7 @@ def main(argv=None):
     docs = os.path.join(harness.ROOT, "docs")
     harness.add_run_flags(parser, docs)
     args = parser.parse_args(argv)
-    args.output_dir = harness.output_location(
-        args.output_dir, docs, args.quick, folder=True
-    )
+    args.output_dir = harness.output_location(args, "output_dir", docs)
     if args.rerun and not (args.resume and args.rerun_reason):
         parser.error("--rerun needs --resume and --rerun-reason.")
     for name in ("seeds", "steps", "workers"):

@@ -15,6 +15,7 @@ experiments, in ``pina_ntk.paper.experiments``, are run by
 ``test_reproduction.py``.)
 """
 
+import argparse
 import contextlib
 import io
 import json
@@ -349,17 +350,23 @@ def test_peak_memory_alone(tmp_path_factory, quick_report):
 def test_output_location_of_a_smoke_run(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     page = os.path.join("docs", "benchmarks.md")
+
+    def where(quick, output=None, output_dir=None, default=page):
+        args = argparse.Namespace(quick=quick, output=output)
+        args.output_dir = output_dir
+        flag = "output" if default != "docs" else "output_dir"
+        return harness.output_location(args, flag, default)
+
     # as given; the committed page for a measured run; print only
-    assert harness.output_location("mine.md", page, True) == "mine.md"
-    assert harness.output_location(None, page, False) == page
-    assert harness.output_location(None, None, True) is None
+    assert where(True, output="mine.md") == "mine.md"
+    assert where(False) == page and where(True, default=None) is None
     # a smoke run: the same name in a new temporary folder, each run its own
-    first = harness.output_location(None, page, True)
-    second = harness.output_location(None, page, True)
+    first, second = where(True), where(True)
     assert os.path.basename(first) == "benchmarks.md" and first != second
     assert os.path.dirname(first).startswith(str(tmp_path))
-    folder = harness.output_location(None, "docs", True, folder=True)
+    folder = where(True, default="docs")
     assert os.path.isdir(folder) and folder.startswith(str(tmp_path))
+    assert where(True, output_dir="mine", default="docs") == "mine"
 
 
 def test_probe_variance_refuses_to_write_a_smoke_run():

@@ -46,11 +46,10 @@ PAGES = [
 ] + [
     ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
     ("weightings.md", "weightings.json", "weightings.py", None),
-    (
-        "suite/confirmation/weightings.md",
-        "suite/confirmation/weightings.json",
-        "weightings.py",
-        None,
+    *(
+        (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
+        + ("weightings.py", None)
+        for half in ("tuning", "confirmation")
     ),
     *(
         (f"{name}.md", f"{name}.json", "weightings.py", None)
