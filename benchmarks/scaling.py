@@ -19,6 +19,8 @@ from statistics import median
 import configurations
 import harness
 from step_time import median_period_mean
+from pina_ntk import ntk_traces
+from pina_ntk.integration.ntk_weighting import EXACT_CHUNK_POINTS
 
 # fmt: off
 #: Rows: key, label as a user writes it, weighting spec for
@@ -44,21 +46,33 @@ ROWS = (
 FLOOR_REFERENCE = {"default": "reference_predictor",
                    "published": "reference_predictor",
                    "parameter": "reference_evaluation"}
-#: Settings of a full run and of ``--quick``; no memory at ``no_memory``:
-#: the CPU profiler's record of every allocation outgrew 24 GiB there.
+#: Settings of a full run and of ``--quick``; no memory at ``no_memory``
+#: (the CPU profiler outgrew 24 GiB there); more rounds where a step is
+#: short (``rounds_at``); ``chunk_points`` timed at ``chunk_size``.
 FULL = dict(
     points=[100, 1000, 10000, 100000], widths=[50, 100, 300, 1000],
-    width=100, n=1000, depth=3, rounds=2, warmup=2, seed=0, threads=1,
+    width=100, n=1000, depth=3, rounds=3, warmup=2, seed=0, threads=1,
     steps={"100": 200, "1000": 100, "10000": 40, "100000": 10},
     wide_steps={"300": 60, "1000": 20}, exact_cap_s=120.0,
-    exact_memory_cap_s=10.0, exact_rounds_s=10.0,
-    few_rounds={"100000,100": 1}, default_steps=100, no_memory=["100000,100"],
+    exact_memory_cap_s=10.0, exact_rounds_s=60.0,
+    rounds_at={"100,100": 12, "1000,100": 6, "10000,100": 6}, default_steps=100,
+    no_memory=["100000,100"], chunk_size="1000,100",
+    chunk_points=[1, 2, 4, 8, 16, 32, 64, None],
 )
 QUICK = dict(
     FULL, points=[40], widths=[20], width=20, n=40, rounds=1, steps={},
     wide_steps={}, default_steps=10, exact_cap_s=5.0, exact_memory_cap_s=5.0,
-    few_rounds={}, no_memory=[],
+    rounds_at={}, no_memory=[], chunk_size="40,20", chunk_points=[4, None],
 )
+#: The targets of the exact rows, fixed before the run that judges them:
+#: ``(row, n, most)``, the row's ratio to an unweighted step at ``n`` (every
+#: n: ``None``) at most ``most``; one exact update's seconds per entry at the
+#: second n within the factor of the first's; the exact run's peak extra
+#: memory at n at most the factor times an unweighted step's.
+EXACT_TARGETS = (("exact_every_step", 1000, 30.0),
+                 ("exact_every_step", 10000, 40.0),
+                 ("exact_every_100", None, 1.3))
+PER_ENTRY_FLAT, MEMORY_TARGET = (1000, 10000, 1.5), (10000, 1.5)
 # fmt: on
 LABELS = {key: label for key, label, _ in ROWS}
 SPECS = {key: spec for key, _, spec in ROWS}
@@ -83,9 +97,11 @@ def run_order(round_index, exact):
 
 
 def run_size(task):
-    """One round at one size (a worker job): ``{"runs": [{"key",
-    "durations"}], "parameters", "memory": {key: bytes}}``."""
+    """One round at one size (a worker job): ``{"runs": [{"key", "durations"}],
+    "parameters", "memory": {key: bytes}}``, and ``"chunks"``, if asked."""
     cuda, found = task["accelerator"] == "cuda", {"runs": [], "memory": {}}
+    if task["chunks"]:
+        found["chunks"] = time_chunks(task)
     steps, train = task["warmup"] + task["measured"], configurations.train_row
     for key in run_order(task["round"], task["exact"]):
         timer = harness.StepTimer(synchronize=cuda)
@@ -96,6 +112,20 @@ def run_size(task):
         probe = harness.MemoryProbe(cuda=cuda)
         train(task, key, 2, probe, spec=SPECS[key])
         found["memory"][key] = probe.peak_bytes
+    return found
+
+
+def time_chunks(task):
+    """``{points: seconds}`` of one exact update (``ntk_traces``) by each of
+    ``chunk_points`` in a rotated order; ``"None"``: whole-batch passes."""
+    solver, _ = configurations.build_solver(task, "unweighted")
+    configurations.make_trainer(solver, 1, [], task["accelerator"])
+    points, found = task["chunk_points"], {}
+    shift = task["round"] % len(points)
+    for chunk in points[shift:] + points[:shift]:
+        start = time.perf_counter()
+        ntk_traces(solver, method="exact", chunk_size=chunk)
+        found[str(chunk)] = time.perf_counter() - start
     return found
 
 
@@ -125,9 +155,9 @@ def round_ratios(runs, warmup):
 
 
 def summarise(rounds, settings):
-    """``{"rows": {key: {"seconds", "ratio", "low", "high"}}, "floors",
-    "excess"}`` of one size: medians and ranges over the rounds, the sketch
-    rows' floors and the default's excess over its floor."""
+    """One size's rows (medians, ranges and values over the rounds), the
+    sketch rows' floors, the default's excess over its floor (each round's
+    against its own reference), memory ratios and chunk times by round."""
     per_round = [round_ratios(r["runs"], settings["warmup"]) for r in rounds]
     rows = {}
     for key in SPECS:
@@ -136,22 +166,34 @@ def summarise(rounds, settings):
             seconds, ratios = zip(*found)
             rows[key] = dict(seconds=median(seconds), ratio=median(ratios))
             rows[key].update(low=min(ratios), high=max(ratios))
+            rows[key].update(rounds=list(ratios), round_seconds=list(seconds))
     ref = FLOOR_REFERENCE
     floors = {k: 1 + (rows[ref[k]]["ratio"] - 1) / SAMPLE_PERIOD for k in ref}
+    excesses = [r["default"][1] - 1 - (r[ref["default"]][1] - 1) / SAMPLE_PERIOD
+                for r in per_round]  # fmt: skip
     excess = rows["default"]["ratio"] - floors["default"]
-    return {"rows": rows, "floors": floors, "excess": excess}
+    memory = [r["memory"] for r in rounds if "memory" in r]
+    memory = {k: [m for m in memory if k in m] for k in SPECS}  # not all: exact
+    memory_ratios = {k: [m[k] / max(m["unweighted"], 1) for m in found]
+                     for k, found in memory.items() if found}  # fmt: skip
+    memory = {k: median(m[k] for m in memory[k]) for k in memory_ratios}
+    chunks = [r["chunks"] for r in rounds if "chunks" in r]
+    chunks = {k: [c[k] for c in chunks] for k in (chunks[0] if chunks else {})}
+    return {"rows": rows, "floors": floors, "excess": excess,
+            "excess_rounds": excesses, "memory": memory,
+            "memory_ratios": memory_ratios, "chunks": chunks}  # fmt: skip
 
 
 def projected_exact(size, measured, parameters):
     """One exact step's seconds at ``size`` from the nearest smaller size
-    measured, as entries squared times parameters (a backward pass per
-    entry through the batch's graph); ``None`` if none smaller."""
+    measured, as entries times parameters (chunk by chunk); ``None`` if
+    none smaller."""
     smaller = [s for s in measured if s[0] * s[1] <= size[0] * size[1]]
     if not smaller:
         return None
     near = max(smaller, key=lambda s: s[0] * s[1])
-    work = size[0] ** 2 * parameters[size]
-    return measured[near] * work / (near[0] ** 2 * parameters[near])
+    work = size[0] * parameters[size]
+    return measured[near] * work / (near[0] * parameters[near])
 
 
 def parameters_of(settings, size):
@@ -161,8 +203,8 @@ def parameters_of(settings, size):
 
 
 def measure(settings, workdir, log, save):
-    """Every round at every size ``(n, width)`` by growing work (fewer at
-    ``few_rounds``); the exact run skipped where projected above
+    """Every round at every size ``(n, width)`` by growing work (as many as
+    ``rounds_at`` says); the exact run skipped where projected above
     ``exact_cap_s``, in the first round only where it took over
     ``exact_rounds_s``. ``save(sizes)`` after every worker."""
     sizes = [(n, settings["width"]) for n in settings["points"]]
@@ -171,10 +213,11 @@ def measure(settings, workdir, log, save):
     parameters = {s: parameters_of(settings, s) for s in sizes}
     results = {s: {"size": list(s), "rounds": []} for s in sizes}
     cap, measured = settings["exact_cap_s"], {}
-    for index, size in itertools.product(range(settings["rounds"]), sizes):
+    most = max([settings["rounds"], *settings["rounds_at"].values()])
+    for index, size in itertools.product(range(most), sizes):
         (n, width), entry, took = size, results[size], measured.get(size, 0)
         name = f"{n},{width}"
-        rounds = settings["few_rounds"].get(name, settings["rounds"])
+        rounds = settings["rounds_at"].get(name, settings["rounds"])
         if index >= rounds:
             continue
         projected = projected_exact(size, measured, parameters)
@@ -191,14 +234,13 @@ def measure(settings, workdir, log, save):
         task = dict(settings, problem="poisson", width=width, round=index)
         task.update(points=[n - n // 4, 0, n // 4], measured=steps)
         task.update(jobs=["scaling:run_size"], exact=exact)
-        last = index == rounds - 1
-        task["memory"] = last and name not in settings["no_memory"]
+        task["chunks"] = name == settings["chunk_size"]
+        task["memory"] = name not in settings["no_memory"]
         task["exact_memory"] = exact and took <= settings["exact_memory_cap_s"]
         found = harness.run_worker(task, workdir)["results"]["scaling:run_size"]
-        entry["rounds"].append({"runs": found["runs"]})
+        kept = {k: found[k] for k in ("memory", "chunks") if task[k]}
+        entry["rounds"].append({"runs": found["runs"], **kept})
         entry["parameters"] = found["parameters"]
-        if task["memory"]:
-            entry["memory"] = found["memory"]
         if exact:
             measured[size] = max(took, found["runs"][-1]["durations"][0])
         log(f"round {index + 1}, n={n}, width {width} done")
@@ -220,21 +262,21 @@ tanh networks with {depth} hidden layers, Adam, seed {seed}. {rounds}
 interleaved round(s) per size ({few}), one fresh worker each; {warmup} warm-up
 steps, then measured steps by n ({steps}; {default_steps} otherwise, by width
 {wide}). Sketch rows sample every {period} steps (amortised over whole
-periods). `NTKWeighting()` is its refresh step (step 0); every 100 steps is
-that step plus 99 times the median step between refreshes, over 100. Exact
-steps projected above {exact_cap_s:.0f} s are skipped, those over
-{exact_rounds_s:.0f} s run in the first round only; memory: two steps per row
-in the last round (exact only where one exact step took at most
-{exact_memory_cap_s:.0f} s; none at n, width = {no_memory}: the CPU
-profiler's record of every allocation outgrew the machine's memory there).
-Rows in italics: the [reference rows](benchmark-method.md#reference-rows).
+periods). `NTKWeighting()` is its refresh step (step 0; chunks of
+{chunk_default} points); every 100 steps is that step plus 99 median steps,
+over 100. Exact steps projected above {exact_cap_s:.0f} s are skipped, those
+over {exact_rounds_s:.0f} s run in the first round only; memory: two steps per
+row in every round (exact where one exact step took at most
+{exact_memory_cap_s:.0f} s; none at n, width = {no_memory}: the CPU profiler
+outgrew the machine's memory). Rows in italics: the [reference
+rows](benchmark-method.md#reference-rows).
 
 ## The sketches against their floors
 
 Floor: `1 + (reference − 1) / {period}`, the reference row's unavoidable
 work once per sample period (predictor rows: the reference with the `Jᵀg`
 backward; parameter-space: with the evaluation only). Target: the default
-within {margin} of its floor."""
+within {margin} of its floor, each round's excess against its own reference."""
 
 
 def sweeps(document):
@@ -285,13 +327,16 @@ def crossing_sentence(document):
 def cell(entry, key, memory):
     """A table cell: a row's median ratio (range) or peak extra memory over
     unweighted's; unweighted's own ms per step or MiB."""
-    found = entry.get("memory", {}) if memory else entry["summary"]["rows"]
+    summary = entry["summary"]
+    found = summary["memory"] if memory else summary["rows"]
     if key not in found:
         return "not measured" if memory else "skipped"
     value, unweighted = found[key], key == "unweighted"
+    if memory and unweighted:
+        return f"{value / 2**20:.2f}"
     if memory:
-        scale = 2**20 if unweighted else max(found["unweighted"], 1)
-        return f"{value / scale:.2f}" + ("" if unweighted else "×")
+        ratios = summary["memory_ratios"][key]
+        return f"{median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})"
     if unweighted:
         return f"{value['seconds'] * 1e3:.1f}"
     return f"{value['ratio']:.2f} ({value['low']:.2f}–{value['high']:.2f})"
@@ -301,9 +346,10 @@ def render(document):
     """The page's generated block, from the results document alone."""
     settings, sizes = document["settings"], document["sizes"]
     steps = ", ".join(f"{n}: {s}" for n, s in settings["steps"].items())
-    few = settings["few_rounds"].items()
+    few = settings["rounds_at"].items()
     few = "; ".join(f"{count} at n, width = {size}" for size, count in few)
     values = dict(settings, few=few or "at every size", period=SAMPLE_PERIOD)
+    values.update(chunk_default=EXACT_CHUNK_POINTS)
     values.update(steps=steps or settings["default_steps"], margin=FLOOR_MARGIN)
     values.update(no_memory=", ".join(settings["no_memory"]) or "—")
     values["wide"] = settings["wide_steps"] or "—"
@@ -311,6 +357,7 @@ def render(document):
     parts = harness.parts_lines(document, lambda _, p: p["machine_label"])
     lines = [text[0], "", *parts, f"![cost as the work grows]({FIGURE})", ""]
     lines += [crossing_sentence(document), ""]
+    lines += [*target_lines(document), "", *chunk_lines(document), ""]
     intro = ["Median ratio to an unweighted step over rounds (range).", ""]
     for title, axis, found in sweeps(document):
         header = ["weighting", *(f"{axis} = {v:,}" for v, _ in found)]
@@ -325,20 +372,22 @@ def render(document):
             table = harness.markdown_table(header, rows)
             lines += [f"{heading} against {title}", "", *note, *table, ""]
     lines += [text[1], "", text[2], ""]
-    header = ["n", "width", "default", "its floor", "excess", "target"]
+    header = ["n", "width", "default", "its floor", "excess",
+              f"{harness.LEVEL:.0%} interval", "target"]  # fmt: skip
     header += ["`gradient_band=None`", "excess", "parameter-space", "excess"]
     rows = []
     for entry in sizes:
         summary, floor = entry["summary"], entry["summary"]["floors"]
         ratio = {k: summary["rows"][k]["ratio"] for k in FLOOR_REFERENCE}
-        verdict = "pass" if summary["excess"] <= FLOOR_MARGIN else "**miss**"
+        low, high = harness.bootstrap_interval(summary["excess_rounds"])
         row = [f"{entry['size'][0]:,}", entry["size"][1]]
         row += [f"{ratio['default']:.3f}", f"{floor['default']:.3f}"]
-        row += [f"{summary['excess']:+.3f}", verdict]
+        row += [f"{summary['excess']:+.3f}", f"{low:+.3f} to {high:+.3f}"]
+        row += [harness.judged(summary["excess_rounds"], FLOOR_MARGIN)]
         for key in ("published", "parameter"):
             row += [f"{ratio[key]:.3f}", f"{ratio[key] - floor[key]:+.3f}"]
         rows.append(row)
-    lines += harness.markdown_table(header, rows, "r" * 10) + [""]
+    lines += harness.markdown_table(header, rows, "r" * 11) + [""]
     for entry in [e for e in sizes if "skipped" in e]:
         n, width = entry["size"]
         lines.append(f"- n = {n:,}, width {width}: exact rows skipped, "
@@ -346,32 +395,81 @@ def render(document):
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# fmt: off
+def exact_targets(document):
+    """``[(target, per-round values, most, least)]``: :data:`EXACT_TARGETS`,
+    :data:`PER_ENTRY_FLAT` and :data:`MEMORY_TARGET` on the points sweep."""
+    by_n = dict(sweeps(document)[0][2])
+    rows = {n: e["summary"]["rows"] for n, e in by_n.items()}
+    name = {EXACT[0]: "exact every 100 steps, per step"}
+    found = [(f"{name.get(key, 'one exact update')} ÷ unweighted step, n = "
+              f"{size:,}: ≤ {most:g}",
+              rows.get(size, {}).get(key, {}).get("rounds", []), most, None)
+             for key, n, most in EXACT_TARGETS
+             for size in ([n] if n else list(by_n))]
+    (a, b, factor), exact = PER_ENTRY_FLAT, "exact_every_step"
+    seconds = [rows.get(n, {}).get(exact, {}).get("round_seconds", [])
+               for n in (a, b)]
+    values = [(tb / b) / (ta / a) for ta, tb in zip(*seconds)]
+    what = f"an exact update's seconds per entry, n = {b:,} ÷ {a:,}"
+    found.append((f"{what}: within {factor:g}×", values, factor, 1 / factor))
+    (n, most), entry = MEMORY_TARGET, by_n.get(MEMORY_TARGET[0], {})
+    values = entry.get("summary", {}).get("memory_ratios", {}).get(EXACT[0], [])
+    what = f"exact run's peak extra memory ÷ unweighted's, n = {n:,}: ≤ {most}"
+    return found + [(what, values, most, None)]
+
+
+def target_lines(document):
+    """The targets table, headed."""
+    header = ["target", "median", f"{harness.LEVEL:.0%} interval", "rounds",
+              "verdict"]
+    return ["## Targets of the exact weights", "",
+            *harness.markdown_table(header, target_rows(document), "lrrrl")]
+
+
+def target_rows(document):
+    """The targets table's rows: median, interval, rounds, verdict."""
+    rows = []
+    for target, values, most, least in exact_targets(document):
+        low, high = harness.bootstrap_interval(values) if values else (0, 0)
+        rows.append([target, f"{median(values):.3f}", f"{low:.3f}–{high:.3f}",
+                     str(len(values)), harness.judged(values, most, least)]
+                    if values else [target, "—", "—", "0", "not measured"])
+    return rows
+
+
+def chunk_lines(document):
+    """The table of one exact update's seconds by points per chunk."""
+    sizes = {"{},{}".format(*e["size"]): e for e in document["sizes"]}
+    entry = sizes.get(document["settings"]["chunk_size"], {"summary": {}})
+    if not entry["summary"].get("chunks"):
+        return []
+    chunks, rows = entry["summary"]["chunks"], entry["summary"]["rows"]
+    best, step = min(map(median, chunks.values())), rows["unweighted"]
+    header = ["points per chunk", "seconds", "range", "÷ fastest", "÷ step"]
+    rows = [["whole batch (`None`)" if k == "None" else k, f"{median(v):.3f}",
+             f"{min(v):.3f}–{max(v):.3f}", f"{median(v) / best:.2f}",
+             f"{median(v) / step['seconds']:.1f}"] for k, v in chunks.items()]
+    return ["## Points per chunk (n = {:,}, 3×{})".format(*entry["size"]), "",
+            "One exact update (every condition's trace, `ntk_traces`) by "
+            "`chunk_size`, median over rounds (range), each round in a "
+            "rotated order.", "", *harness.markdown_table(header, rows)]
+
+
 def readme_block(document, page="docs/scaling.md"):
-    """README.md's block linking ``page``: the figure, the crossing, an
-    exact step's growth, the default's ratios and worst excess."""
-    sizes = document["sizes"]
-    worst = max(sizes, key=lambda e: e["summary"]["excess"])
-    ratios = [e["summary"]["rows"]["default"]["ratio"] for e in sizes]
-    growth = series(sweeps(document)[0][2], "exact_every_step", "seconds")
-    exact = ""
-    if len(growth) > 1:
-        (n0, t0), (n1, t1) = growth[0], growth[-1]
-        exact = (
-            f"One exact step took {t0:.2f} s at n = {n0:,} and {t1:.1f} s at "
-            f"n = {n1:,} ({t1 / t0:.0f}× for {n1 / n0:.0f}× the entries). "
-        )
+    """README.md's block linking ``page``: the figure, the crossing, the
+    exact weights' targets as the page resolves them, the default's ratios."""
+    ratios = [e["summary"]["rows"]["default"] for e in document["sizes"]]
+    ratios = [row["ratio"] for row in ratios]
     figure = "/".join(filter(None, (os.path.dirname(page), FIGURE)))
-    return (
-        f"![cost as the work grows]({figure})\n\n"
-        f"{crossing_sentence(document)} {exact}The default "
-        f"`SketchNTKWeighting()` took {min(ratios):.2f}–{max(ratios):.2f}× "
-        "an unweighted step at every size measured (n up to "
-        f"{max(e['size'][0] for e in sizes):,}, width up to "
-        f"{max(e['size'][1] for e in sizes):,}); its largest excess over its "
-        f"floor is {worst['summary']['excess']:+.3f} (n = "
-        f"{worst['size'][0]:,}, width {worst['size'][1]}). "
-        f"Details: [{page}]({page}).\n"
-    )
+    return "\n".join([
+        f"![cost as the work grows]({figure})", "", crossing_sentence(document)
+        + f" The default `SketchNTKWeighting()` took {min(ratios):.2f}–"
+        f"{max(ratios):.2f}× an unweighted step at every size measured. The "
+        "exact weights' targets, median over rounds and verdict by its "
+        f"{harness.LEVEL:.0%} interval ([details]({page})):", "",
+        *target_lines(document)[2:]]) + "\n"
+# fmt: on
 
 
 def plot(document, path):
@@ -402,15 +500,16 @@ def main(argv=None):
     add = parser.add_argument
     add("--device", choices=("cpu", "cuda"), default="cpu", help="default cpu")
     add("--output", help="the page, its results beside it as .json (default "
-        "docs/scaling.md; docs/scaling-gpu.md with --device cuda)")  # fmt: skip
+        "docs/scaling.md; docs/scaling-gpu.md with --device cuda; --quick: "
+        "a temporary folder)")  # fmt: skip
     add("--rounds", type=int, help="interleaved rounds")
     add("--readme", nargs="?", const=os.path.join(harness.ROOT, "README.md"),
         help="also write README.md's block (or FILE's)")  # fmt: skip
     harness.add_run_flags(parser)
     args = parser.parse_args(argv)
-    if args.output is None:
-        name = "scaling-gpu.md" if args.device == "cuda" else "scaling.md"
-        args.output = os.path.join(harness.ROOT, "docs", name)
+    name = "scaling-gpu.md" if args.device == "cuda" else "scaling.md"
+    page = os.path.join(harness.ROOT, "docs", name)
+    args.output = harness.output_location(args, "output", page)
     stem = os.path.splitext(args.output)[0]
     if args.from_json:
         document = harness.read_json(args.from_json)

@@ -5,6 +5,8 @@ end (its page re-rendered from its results file)."""
 import math
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -94,6 +96,96 @@ def test_summary_floors_and_the_defaults_excess():
     assert summary["floors"]["published"] == pytest.approx(1.06)
     assert summary["floors"]["parameter"] == pytest.approx(1.025)
     assert summary["excess"] == pytest.approx(0.09)
+    # each round's excess against its own round's floor (1.06 in each)
+    assert summary["excess_rounds"] == pytest.approx([0.09, 0.09, 0.24])
+    assert summary["rows"]["default"]["rounds"] == pytest.approx(
+        [1.15, 1.15, 1.3]
+    )
+
+
+def test_memory_ratios_per_round_and_chunk_times_are_kept():
+    rounds = [
+        {"runs": hand_round(), "memory": {"unweighted": 100, "default": 150}},
+        {"runs": hand_round(), "memory": {"unweighted": 200, "default": 260}},
+        {"runs": hand_round(), "chunks": {"8": 0.5, "None": 7.0}},
+    ]
+    summary = scaling.summarise(rounds, {"warmup": WARMUP})
+    assert summary["memory_ratios"]["default"] == pytest.approx([1.5, 1.3])
+    assert summary["memory"] == {"unweighted": 150, "default": 205}
+    assert summary["chunks"] == {"8": [0.5], "None": [7.0]}
+
+
+def test_bootstrap_interval_of_the_median_is_seeded_and_covers_it():
+    values = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 100.0]
+    low, high = harness.bootstrap_interval(values, 0.9)
+    assert (low, high) == harness.bootstrap_interval(values, 0.9)
+    # The median of nine draws is at most the k-th value with probability
+    # P(Binomial(9, k/9) >= 5): 0.030 for k = 2, 0.145 for k = 3, 0.855
+    # for k = 6 and 0.970 for k = 7; so the 5 % and 95 % quantiles are the
+    # third and seventh values (2,000 resamples: each probability within
+    # about 0.005, far from the 0.05 and 0.95 it is compared with).
+    assert (low, high) == (3.0, 7.0)
+    assert harness.bootstrap_interval([2.0], 0.9) == (2.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    "low,high,least,expected",
+    [
+        (1.1, 1.2, None, "pass"),
+        (1.1, 1.31, None, "not resolved"),
+        (1.31, 1.5, None, "**miss**"),
+        (0.7, 1.4, 1 / 1.5, "pass"),
+        (0.5, 0.8, 1 / 1.5, "not resolved"),
+        (0.5, 0.6, 1 / 1.5, "**miss**"),
+    ],
+)
+def test_verdict_needs_the_whole_interval_on_one_side(
+    low, high, least, expected
+):
+    most = 1.3 if least is None else 1.5
+    assert harness.verdict(low, high, most, least) == expected
+
+
+def test_few_rounds_are_not_resolved():
+    assert harness.judged([1.0, 1.0], 1.3) == "not resolved"
+    assert harness.judged([1.0, 1.0, 1.1], 1.3) == "pass"
+    assert harness.judged([2.0, 2.1, 2.2], 1.3) == "**miss**"
+
+
+def _entry(n, exact_rounds, seconds, memory=()):
+    rows = {
+        "exact_every_step": {"rounds": exact_rounds, "round_seconds": seconds},
+        "exact_every_100": {"rounds": [1.1, 1.2, 1.15]},
+    }
+    summary = {"rows": rows, "memory_ratios": {"exact_every_100": memory}}
+    return {"size": [n, 100], "summary": summary}
+
+
+def test_exact_targets_by_hand():
+    document = {
+        "settings": {"points": [1000, 10000], "widths": [], "width": 100},
+        "sizes": [
+            _entry(1000, [20.0, 22.0, 21.0], [0.2, 0.22, 0.21]),
+            # per entry: 2.4 / 10,000 over 0.2 / 1,000 = 1.2 in round one
+            _entry(10000, [31.0, 50.0, 33.0], [2.4, 2.6, 2.5], [1.1] * 3),
+        ],
+    }
+    document["settings"]["n"] = 1000
+    found = {t: (v, most, least) for t, v, most, least in
+             scaling.exact_targets(document)}  # fmt: skip
+    assert len(found) == 6  # two exact updates, two sizes, flat, memory
+    flat = next(v for t, v in found.items() if "per entry" in t)
+    assert flat[0] == pytest.approx([1.2, 2.6 / 2.2, 2.5 / 2.1])
+    assert (flat[1], flat[2]) == (1.5, pytest.approx(1 / 1.5))
+    verdicts = {t: row[-1] for t, row in
+                zip(found, scaling.target_rows(document))}  # fmt: skip
+    assert verdicts["one exact update ÷ unweighted step, n = 1,000: ≤ 30"] == (
+        "pass"
+    )
+    # 31, 33 and 50 against 40: the interval straddles it
+    assert verdicts["one exact update ÷ unweighted step, n = 10,000: ≤ 40"] == (
+        "not resolved"
+    )
 
 
 def test_crossing_interpolates_in_log_log():
@@ -125,16 +217,16 @@ def test_parameter_count_is_pinas_network(width):
     assert scaling.parameters_of({"depth": 3}, (1000, width)) == count
 
 
-def test_exact_projection_grows_with_entries_squared_times_parameters():
+def test_exact_projection_grows_with_entries_times_parameters():
     settings = {"depth": 3}
     sizes = [(100, 100), (1000, 100), (1000, 300)]
     parameters = {s: scaling.parameters_of(settings, s) for s in sizes}
     measured = {(100, 100): 0.8}
     assert scaling.projected_exact((100, 100), {}, parameters) is None
-    # ten times the entries, each backward through a ten times larger graph
+    # ten times the entries, each backward through a chunk's graph
     assert scaling.projected_exact(
         (1000, 100), measured, parameters
-    ) == pytest.approx(80.0)
+    ) == pytest.approx(8.0)
     measured[(1000, 100)] = 9.0  # the nearest smaller size is used
     ratio = parameters[(1000, 300)] / parameters[(1000, 100)]
     assert scaling.projected_exact(
@@ -155,6 +247,26 @@ def test_run_order_interleaves_the_rows():
         )
     assert scaling.run_order(0, True)[1] != scaling.run_order(1, True)[1]
     assert "exact_every_100" not in scaling.run_order(0, exact=False)
+
+
+def test_quick_run_without_output_writes_to_a_temporary_folder(
+    tmp_path, monkeypatch
+):
+    # a smoke run never overwrites the committed page, results or figure
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    committed = {
+        path: path.read_bytes()
+        for path in (
+            Path(ROOT, "docs", "scaling.md"),
+            Path(ROOT, "docs", "scaling.json"),
+            Path(ROOT, "docs", scaling.FIGURE),
+        )
+    }
+    assert scaling.main(["--quick"]) == 0
+    (folder,) = tmp_path.glob("pina-ntk-quick-*")
+    assert {p.name for p in folder.iterdir()} >= {"scaling.md", "scaling.json"}
+    for path, content in committed.items():
+        assert path.read_bytes() == content, path
 
 
 def test_quick_run_writes_page_figure_and_readme_block(tmp_path):
