@@ -49,7 +49,7 @@ PAGES = [
     *(
         (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
         + ("weightings.py", None)
-        for half in ("tuning", "confirmation")
+        for half in ("tuning", "confirmation", "confirmation-2")
     ),
     *(
         (f"{name}.md", f"{name}.json", "weightings.py", None)
