@@ -94,9 +94,8 @@ SKETCH_KEYS += ("parameter",)
 #: Full and ``--quick`` settings.
 FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
 FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
-FULL.update(
-    threads=1, seed=0, min_periods=3, rows=None, problem="acoustic_wave"
-)
+FULL.update(threads=1, seed=0, min_periods=3, rows=None)
+FULL.update(problem="acoustic_wave")
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, min_periods=1)
 #: Flags of the settings: name, help text, extra argparse options.
@@ -142,8 +141,8 @@ def build_solver(task, key, safeguard="default", spec="row"):
 
     :param dict task: ``problem``, ``width``, ``depth``, ``points``,
         ``seed``, ``period``.
-    :param spec: ``(kind, options)`` as in :data:`CONFIGS` (sketches keep
-        the default band), or ``"row"``: row ``key``'s, without a band."""
+    :param spec: ``(kind, options)`` as in :data:`CONFIGS`, or ``"row"``:
+        row ``key``'s."""
     lightning.seed_everything(task["seed"], verbose=False)
     problem = PROBLEMS[task.get("problem", "acoustic_wave")]()
     for domain, count in zip(DOMAINS, task["points"]):
@@ -156,8 +155,6 @@ def build_solver(task, key, safeguard="default", spec="row"):
         options[EVERY] = task["period"]
     if kind == "sketch":
         options.update(seed=task["seed"], safeguard=safeguard)
-        if spec == "row":  # the rows without a band: NTK weights alone
-            options.setdefault("gradient_band", None)
     elif kind == "exact":
         options.update({EVERY: options.get(EVERY, 1), "safeguard": safeguard})
     weighting = kind and make_weighting(kind, **options)
@@ -301,15 +298,9 @@ def resummarise(document):
     raw, settings = dict(document["raw"]), document["settings"]
     for study in ("timing", "memory"):
         raw[study] = {int(w): v for w, v in raw.get(study, {}).items()}
-    studies = [
-        s for s, k in STUDY_RAW.items() if any((raw.get(k) or {}).values())
-    ]
-    present = {
-        run["key"]
-        for rounds in raw["timing"].values()
-        for timing in rounds
-        for run in timing["runs"]
-    }
+    studies = [s for s, k in STUDY_RAW.items() if any(raw[k].values())]
+    timing = [t for rounds in raw["timing"].values() for t in rounds]
+    present = {run["key"] for t in timing for run in t["runs"]}
     present.update(*(m["peaks"] for m in raw["memory"].values()))
     settings = dict(settings, rows=[k for k in CONFIG_KEYS if k in present])
     return summarise(raw, settings, studies)
@@ -373,9 +364,8 @@ def run_script(script, names, studies, default_output, argv=None):
             path = os.path.splitext(args.output)[0] + ".json"
             harness.write_json(path, document)
     # a new run's summary is already this code's
-    block = (render_results if args.from_json else render)(
-        document, args.output
-    )
+    renderer = render_results if args.from_json else render
+    block = renderer(document, args.output)
     if args.output is not None:
         title = f"Benchmark: {TITLES[document['script']]}"
         harness.write_page(args.output, document["script"], block, title)

@@ -203,6 +203,7 @@ def provenance(script, argv, machine_label=None, **extra):
     its end), with ``extra`` entries (``device``, ``workers``...)."""
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     cpus = os.cpu_count()
+    versions = {name: package_version(name) for name in DISTRIBUTIONS}
     return {
         "command": public_command(script, argv),
         "date": now(),
@@ -210,10 +211,7 @@ def provenance(script, argv, machine_label=None, **extra):
         "cpu": cpu_model(),
         "cpus": cpus,
         "gpu": gpu,
-        "versions": {
-            "python": platform.python_version(),
-            **{name: package_version(name) for name in DISTRIBUTIONS},
-        },
+        "versions": {"python": platform.python_version(), **versions},
         "load_start": list(os.getloadavg()),
         **extra,
     }
@@ -268,10 +266,8 @@ def bootstrap_interval(values, level=0.9, resamples=2000, seed=0):
     """:return: ``(low, high)``, the percentile bootstrap interval at
     ``level`` of the median of ``values`` (one per round or seed), seeded:
     the same values give the same interval."""
-    draw = random.Random(seed).choices
-    found = sorted(
-        median(draw(values, k=len(values))) for _ in range(resamples)
-    )
+    draw, k = random.Random(seed).choices, len(values)
+    found = sorted(median(draw(values, k=k)) for _ in range(resamples))
     tail = (1.0 - level) / 2.0
     return found[int(tail * resamples)], found[int((1 - tail) * resamples) - 1]
 

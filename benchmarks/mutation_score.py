@@ -54,9 +54,8 @@ def summary(statuses, equivalent):
     (``equivalent``: undetected but listed in ``equivalent``; ``untested``,
     ``survived``: the other undetected) and ``score``; ``open``: the other
     undetected mutants; ``stale``: listed ones detected or gone."""
-    listed = set(equivalent)
+    listed, open_mutants = set(equivalent), []
     rows = collections.defaultdict(collections.Counter)
-    open_mutants = []
     for name, status in sorted(statuses.items()):
         counts = rows[name.rsplit(".", 1)[0]]
         counts["mutants"] += 1
@@ -81,9 +80,8 @@ def summary(statuses, equivalent):
 def render(document):
     """:return: The page's generated block, from the results alone."""
     result = summary(document["statuses"], document["equivalent"])
-    modules = result["modules"]
+    modules, rows = result["modules"], []
     score = modules["all"]["score"]
-    rows = []
     for m in sorted(m for m in modules if m != "all") + ["all"]:
         name = f"`{m}`" if m != "all" else "**all**"
         counts = [modules[m][key] for key in COUNTS]

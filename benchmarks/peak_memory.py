@@ -16,8 +16,7 @@ MEMORY_TARGET = 1.3
 
 
 def run_memory(task):
-    """A worker job: ``{"peaks": {key: bytes}, "parameters"}`` of a
-    network."""
+    """A worker job: ``{"peaks": {key: bytes}, "parameters"}`` of a network."""
     # One unmeasured step first: the process's one-time allocations (CUDA
     # context, cuBLAS workspace, lazy buffers) are charged to no run, as in
     # overhead.py, where the timing runs come first.
@@ -38,9 +37,7 @@ def numbers(results, settings, width):
     for key in configurations.measured_keys(settings):
         ratio = peaks[key] / base if base > 0 else math.inf
         memory[key] = [peaks[key] / 2**20, ratio]
-    for key in configurations.SKETCH_KEYS:
-        if key not in memory:
-            continue
+    for key in [k for k in configurations.SKETCH_KEYS if k in memory]:
         label = f"memory, {config_label(key, settings)}"
         measured = round(memory[key][1], 3)
         check = dict(width=width, label=label, measured=measured)

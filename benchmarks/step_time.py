@@ -28,12 +28,6 @@ CHEAP_KEYS += [k for k in PERIODIC_KEYS if k not in LONG_KEYS]
 SAMPLE_MARGIN = 0.15
 TIME_REFERENCES = dict(predictor_forward="reference_predictor")
 TIME_REFERENCES["parameter"] = "reference_evaluation"
-#: A ``gradient_band`` row costs at most this much above the same sketch
-#: without the band (it acts with ``--problem poisson`` only).
-BAND_MARGIN = 0.02
-BAND_REFERENCES = {
-    f"{e}_band_every_10": f"{e}_every_10" for e in ("predictor", "parameter")
-}
 #: The largest ratio to an unweighted step with a sample every 10 steps.
 AMORTISED_TARGETS = {
     f"{estimator}{variant}_every_10": limit
@@ -57,16 +51,10 @@ def window(settings, key):
 
 def round_order(keys, index):
     """The rows of round ``index`` among ``keys``: unweighted first and
-    after the cheap rows (rotated by the round), the long rows last. Each
-    band row runs beside the row it is held to, after it in even rounds
-    and before it in odd ones, so that neither gains from its place."""
-    cheap = [k for k in CHEAP_KEYS if k in keys and k not in BAND_REFERENCES]
+    after the cheap rows (rotated by the round), the long rows last."""
+    cheap = [k for k in CHEAP_KEYS if k in keys]
     shift = index % len(cheap) if cheap else 0
     cheap = cheap[shift:] + cheap[:shift]
-    for band, reference in BAND_REFERENCES.items():
-        if band in keys:
-            at = cheap.index(reference) if reference in cheap else len(cheap)
-            cheap.insert(at + 1 - index % 2, band)
     long = [k for k in LONG_KEYS if k in keys]
     return ["unweighted", *cheap, "unweighted", *long]
 
@@ -111,25 +99,6 @@ def median_period_mean(durations, period):
     return statistics.median(means) if means else statistics.fmean(durations)
 
 
-def band_excess(runs, settings, band, reference):
-    """A round's excess of row ``band`` over row ``reference``: each run's
-    median period mean over its own ordinary steps (two or more after a
-    refresh, whose work the band does not change), less the other's. The
-    machine's speed, which varies from run to run, cancels."""
-    overhead = {}
-    for run in runs:
-        if run["key"] in (band, reference):
-            skip, steps, period = window(settings, run["key"])
-            durations = run["durations"][skip:][:steps]
-            ordinary = [
-                d for i, d in enumerate(durations) if (skip + i) % period > 1
-            ]
-            overhead[run["key"]] = median_period_mean(
-                durations, period
-            ) / statistics.median(ordinary)
-    return overhead[band] - overhead[reference]
-
-
 def numbers(results, settings, width):
     """A network's parameters, ``{key: [ms, ratio, low, high]}`` (medians
     over rounds, the ratios' range) and targets, on the shown ratios."""
@@ -141,8 +110,7 @@ def numbers(results, settings, width):
         time[key] = [1e3 * statistics.median(seconds)]
         time[key] += [statistics.median(ratios), min(ratios), max(ratios)]
     ratio = {key: round(row[1], 3) for key, row in time.items()}
-    targets = [(k, r, BAND_MARGIN) for k, r in BAND_REFERENCES.items()]
-    targets += [(k, r, SAMPLE_MARGIN) for k, r in TIME_REFERENCES.items()]
+    targets = [(k, r, SAMPLE_MARGIN) for k, r in TIME_REFERENCES.items()]
     targets += [(k, limit, None) for k, limit in AMORTISED_TARGETS.items()]
     for key, limit, margin in targets:
         if key not in time or (margin is not None and limit not in time):
@@ -151,15 +119,8 @@ def numbers(results, settings, width):
         measured, values = ratio[key], [r[key][1] for r in per_round]
         if margin is not None:  # limit: the key of the reference row
             extra = {"reference": ratio[limit]}
-            text = f"reference + {margin}"
+            label += f" (reference + {margin})"
             excess = [r[key][1] - r[limit][1] for r in per_round]
-            if key in BAND_REFERENCES:
-                runs = [r["runs"] for r in rounds]
-                excess = [band_excess(r, settings, key, limit) for r in runs]
-                measured = round(ratio[limit] + statistics.median(excess), 3)
-                text = f"without the band + {margin}; excess by round "
-                text += f"{min(excess):+.3f} to {max(excess):+.3f}"
-            label += f" ({text})"
             values = [ratio[limit] + e for e in excess]
             limit = round(ratio[limit] + margin, 3)
         check = dict(width=width, label=label, measured=measured)

@@ -1,18 +1,21 @@
-"""The problem suite's page: the protocol's summary of each half's runs
-(``suite_protocol.summarise``), the default it decides on the confirmation
-half, each weighting's error ratio to the plain sum per problem, and a
-figure of those ratios, seeds as dots; with ``--readme`` README.md's
-*Choosing a weighting* block. Every sentence that compares weightings is
-rendered from the summary.
+"""The problem suite's page: the default the protocol decides on the
+confirmation halves together (``suite_protocol.decide``), each half's
+summary, step costs and error ratios per problem, and a figure of the
+first confirmation half's ratios, seeds as dots; with ``--readme``
+README.md's *Choosing a weighting* block. Every sentence that compares
+weightings is rendered from the summary.
 
     python benchmarks/weightings.py --half confirmation \\
         --output-dir docs/suite/confirmation         # the runs
+    python benchmarks/weightings.py --step-costs 3 \\
+        --output-dir docs/suite/confirmation --workers 1  # equal time
     python benchmarks/suite_page.py --readme         # docs/suite.md, README
 """
 
 import argparse
 import math
 import os
+import statistics
 import sys
 
 import harness
@@ -25,26 +28,43 @@ TITLE = "The problem suite: the default decided out of sample"
 PAGE, FIGURE = "suite.md", "figures/suite.png"
 RESULTS = "suite/{half}/weightings.json"
 README_MARKERS = ("<!-- suite -->", "<!-- /suite -->")
-#: The candidate defaults the confirmation half decides between, fixed
-#: before it was run (the published sketch is also the bar).
-CANDIDATES = ("sketch_band_4", "sketch_predictor")
-#: The runs of ``SketchNTKWeighting()`` as shipped after the decision.
-DEFAULT = "default"
-#: What the README's block shows where run on every problem: the plain
-#: sum, PINA's rules and Wang et al.'s exact weights, then the default.
+#: The candidates to replace the published sketch (the bar) as the
+#: default, fixed before the confirmation halves were run.
+CANDIDATES = ("sketch_band_4",)
+BAND = CANDIDATES[0]
+#: Per half, the key of ``gradient_band=4``'s runs as the band is computed
+#: now: in the first confirmation half, those of ``SketchNTKWeighting()``
+#: when it defaulted to the band, made again on the stationary settings
+#: once the band read its gradients off the training step; its
+#: ``sketch_band_4`` runs there predate that change.
+BAND_RUNS = {"confirmation": "default"}
+#: The README table's rows, from the first confirmation half (where every
+#: weighting ran): the plain sum, PINA's rules, Wang et al.'s exact
+#: weights, the band, the published sketch.
 README_ROWS = ("none", "pina_self_adaptive", "pina_ntk", "exact")
+README_ROWS += ("sketch_band_4", protocol.PUBLISHED)
 
 
-def decided(document):
-    """The candidate the protocol decides for on a half's runs."""
+def combined(documents, halves=protocol.CONFIRMATION):
+    """The runs, problems and step costs of ``halves`` as one document."""
+    found = [documents[h] for h in halves if h in documents]
+    costs = [d.get("step_costs", {}).get("ratios", {}) for d in found]
+    return {
+        "settings": found[0]["settings"],
+        "runs": [r for d in found for r in d["runs"]],
+        "problems": [p for d in found for p in d["problems"]],
+        "weightings": list(dict.fromkeys(w for d in found
+                                         for w in d["weightings"])),
+        "step_costs": {"ratios": {p: c for by in costs
+                                  for p, c in by.items()}},
+    }  # fmt: skip
+
+
+def summary_of(document, weightings):
+    """The protocol's summary of ``weightings`` on a document's runs."""
     runs, problems = document["runs"], document["problems"]
-    summary = protocol.summarise(runs, complete(document), problems)
-    return protocol.decide(summary, CANDIDATES)[0]
-
-
-def the_default(document):
-    """The default's runs: ``default`` where run, else :func:`decided`."""
-    return DEFAULT if DEFAULT in complete(document) else decided(document)
+    costs = protocol.step_costs(document)
+    return protocol.summarise(runs, weightings, problems, costs)
 
 
 def name(weighting, document):
@@ -57,28 +77,50 @@ def name(weighting, document):
 
 
 def ratio(value, digits=2):
-    """A ratio to ``digits`` significant digits; ``∞`` for a failed run."""
+    """A ratio to ``digits`` significant digits; ``∞`` where every run
+    diverged, ``—`` where not measured."""
+    if math.isnan(value):
+        return "—"
     return "∞" if math.isinf(value) else f"{value:.{digits}g}"
+
+
+def interval(value, bounds, digits=2):
+    """A ratio and its interval: ``0.5 (0.3–0.8)``."""
+    if math.isnan(value):
+        return "—"
+    low, high = (ratio(v, digits) for v in bounds)
+    return f"{ratio(value, digits)} ({low}–{high})"
+
+
+def diverged(entry):
+    """A weighting's diverged runs, as a count of its runs (or nothing)."""
+    count = entry["diverged"]
+    return f"diverged on {count} of {entry['runs']} runs" if count else "—"
 
 
 def summary_table(summary, document, weightings):
     """The protocol's summary as a markdown table, both bases in one row."""
-    header, rows = ["weighting", "problems"], []
+    header, rows = ["weighting", "problems", "diverged"], []
     for basis in protocol.BASES:
         header += [f"÷ none ({basis})", f"÷ published ({basis})"]
         header += [f"worst ({basis})", f"worse than none ({basis})"]
     for weighting in weightings:
         entry, cells = summary[weighting], [name(weighting, document)]
-        cells.append(len(entry["steps"]["per_problem"]))
+        cells += [len(entry["steps"]["per_problem"]), diverged(entry)]
         for basis in protocol.BASES:
             found = entry[basis]
             worst, worse = found["worst"], found["worse_than_none"]
             listed = f" ({', '.join(worse)})" if worse else ""
-            cells += [ratio(found["to_none"]), ratio(found["to_published"])]
-            cells.append(f"{worst} ({ratio(found['per_problem'][worst])})")
+            for against in ("to_none", "to_published"):
+                cells.append(interval(found[against],
+                                      found[f"{against}_interval"]))  # fmt: skip
+            cells.append(
+                f"{worst} ({ratio(found['per_problem'][worst])})"
+                if worst
+                else "—"
+            )
             cells.append(f"{len(worse)}{listed}")
-        rows.append(cells + [ratio(entry["time_to_none"])])
-    header.append("time to none's error")
+        rows.append(cells)
     return harness.markdown_table(header, rows)
 
 
@@ -98,36 +140,66 @@ def complete(document):
     ]
 
 
-def per_problem_table(runs, document, problems):
+def per_problem_table(document, basis="steps"):
     """Per weighting and problem: the geometric mean over seeds of the
-    error ratio to ``none`` at equal steps, the seeds' range after it."""
-    rows = []
+    error ratio to ``none`` at ``basis``, the seeds' range after it."""
+    runs, problems, rows = document["runs"], document["problems"], []
+    costs = protocol.step_costs(document)
     for weighting in [w for w in ran(document) if w != NONE]:
         row = [name(weighting, document)]
         for problem in problems:
             pairs = protocol.paired(runs, problem, weighting, NONE)
-            values = protocol.problem_ratios(pairs, "steps")
-            if not values:
-                row.append("—")
+            values = protocol.problem_ratios(pairs, basis, costs.get(problem))
+            finite = protocol.finite(values)
+            if not finite:
+                row.append("∞" if values else "—")
                 continue
             spread = f" ({ratio(min(values))}–{ratio(max(values))})"
-            row.append(ratio(protocol.geometric_mean(values)) + spread)
+            row.append(ratio(protocol.geometric_mean(finite)) + spread)
         rows.append(row)
     return harness.markdown_table(["weighting", *problems], rows)
 
 
-def losses(summary, decided, document):
-    """Sentences, from the summary, naming the problems on which the
-    default (the shipped default's runs where made, else the decided
-    candidate's) is behind the plain sum or behind another weighting at
-    equal steps."""
-    per = {w: e["steps"]["per_problem"] for w, e in summary.items()}
-    own, lines = per[DEFAULT if DEFAULT in per else decided], []
-    for problem, value in own.items():
+def cost_lines(document):
+    """The step costs' provenance and table: each weighting's time per step
+    over the plain sum's per setting, median over rounds (range)."""
+    found = document.get("step_costs")
+    if not found:
+        return ["No step costs measured: no equal-time comparison.", ""]
+    weightings = [w for w in ran(document) if w != NONE]
+    rows = [
+        [problem]
+        + [
+            f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"
+            if (v := by.get(w)) else "—"
+            for w in weightings
+        ]
+        for problem, by in found["ratios"].items()
+    ]  # fmt: skip
+    header = ["setting", *(name(w, document) for w in weightings)]
+    return [
+        "Time per step over the plain sum's, the basis of equal time: "
+        f"median over {found['rounds']} interleaved rounds (range), each "
+        f"run {found['steps']} steps from seed 0, timed over its second "
+        "half, one thread, one run at a time:",
+        "",
+        *harness.header_lines(found["part"]),
+        "",
+        *harness.markdown_table(header, rows),
+        "",
+    ]
+
+
+def losses(summary, default, document, basis):
+    """Sentences naming each problem on which the default is behind the
+    plain sum or behind another weighting at ``basis``."""
+    per = {w: e[basis]["per_problem"] for w, e in summary.items()}
+    lines = []
+    for problem, value in per[default].items():
         ahead = [
             f"{name(w, document)} ({ratio(v[problem], 3)})"
             for w, v in per.items()
-            if w not in (decided, DEFAULT) and v.get(problem, 1.0) < value
+            if w not in (default, NONE) and v.get(problem, math.inf) < value
         ]
         if value > 1:
             ahead.insert(0, "no weighting (1)")
@@ -144,18 +216,7 @@ def half_section(half, document):
     runs, problems = document["runs"], document["problems"]
     live = protocol.current(runs)
     shown = complete(document)
-    summary = protocol.summarise(runs, shown, problems)
-    partial = []
-    for weighting in [w for w in ran(document) if w not in shown]:
-        paired = [protocol.paired(runs, p, weighting, NONE) for p in problems]
-        seeds = [f"{p}, {len(n)} seeds" for p, n in zip(problems, paired) if n]
-        partial.append(f"{name(weighting, document)} ({', '.join(seeds)})")
-    if partial:
-        partial = [
-            "Ran on some problems only, so left out of the summary and the "
-            "figure: " + "; ".join(partial) + ".",
-            "",
-        ]
+    summary = summary_of(document, shown)
     seeds = sorted({r["seed"] for r in live})
     failed = sum(r["status"] != "ok" for r in live)
     superseded, settings = len(runs) - len(live), document["settings"]
@@ -183,98 +244,143 @@ def half_section(half, document):
         f" times on a grid of about {settings['grid']}² points.",
         "",
         *(reruns if superseded else []),
-        *partial,
-        "The problems each weighting ran on; the geometric mean over them "
-        "of the paired error ratio (÷ none: to the plain sum; ÷ published: "
-        "to `SketchNTKWeighting(gradient_band=None)`), the worst problem, "
-        "the problems where a weighting is worse than none on every seed, "
-        "at equal steps and at equal time (within the paired `none` run's "
-        "training time), and the time to reach none's error over none's time:",
+        *document.get("band_note", []),
+        "The problems each weighting ran on, its diverged runs (left out of "
+        "the ratios, counted as worse than none); the geometric mean over "
+        "the problems of the paired error ratio with its "
+        f"{harness.LEVEL:.0%} paired bootstrap interval (÷ none: to the "
+        "plain sum; ÷ published: to `SketchNTKWeighting(gradient_band=None)`"
+        "), the worst problem, the problems where a weighting is worse than "
+        "none on every seed, at equal steps and at equal time (within the "
+        "steps each weighting makes in the plain sum's training time):",
         "",
         *summary_table(summary, document, shown),
         "",
-        "Per problem: the error ratio to none at equal steps, geometric "
-        "mean over seeds (the seeds' range):",
-        "",
-        *per_problem_table(runs, document, problems),
-        "",
+        *cost_lines(document),
     ]
-    return lines, summary
+    for basis in protocol.BASES:
+        lines += [
+            f"Per problem: the error ratio to none at equal {basis}, "
+            "geometric mean over seeds (the seeds' range):",
+            "",
+            *per_problem_table(document, basis),
+            "",
+        ]
+    return lines
 
 
-def decision_lines(summary, document):
-    """The decision on the confirmation half, rendered from its summary."""
-    decided, passes = protocol.decide(summary, CANDIDATES)
-    lines = ["## The decision", ""]
-    for candidate in CANDIDATES:
-        verdict = "passes" if passes[candidate] else "fails"
-        lines.append(f"- {name(candidate, document)} {verdict}.")
-    if DEFAULT in summary:  # the shipped code's own runs, by the same test
-        passes_too = protocol.decide(summary, [DEFAULT])[1][DEFAULT]
-        own, bar = (
-            summary[w]["steps"]["to_none"]
-            for w in (DEFAULT, protocol.PUBLISHED)
-        )
-        lines.append(
-            "- `SketchNTKWeighting()` as shipped (runs `default`) "
-            f"{'passes' if passes_too else 'fails'} the same test: "
-            f"{ratio(own)} at equal steps, the published sketch {ratio(bar)}."
-        )
-    lines += [
-        "",
-        "A candidate passes when, at equal steps and at equal time, its "
-        "geometric-mean ratio to none is at most the published sketch's "
-        "and it is worse than none on no more problems; of those that pass "
-        "the lowest ratio at equal steps is the default: "
-        f"**{name(decided, document)}**.",
-        "",
-        *shipped_lines(document, decided),
-        "Where the default still loses (equal steps):",
-        "",
-        *losses(summary, decided, document),
-        "",
-    ]
-    return lines, decided
-
-
-def shipped_lines(document, decided):
-    """Whether the runs of ``SketchNTKWeighting()`` as shipped (``default``)
-    recorded the decided candidate's errors, seed by seed."""
-    runs = protocol.current(document["runs"])
-    errors = {
-        (r["problem"], r["seed"]): r["history"]["errors"]
-        for r in runs
-        if r["weighting"] == decided
+def with_band_runs(half, document):
+    """``document`` with ``gradient_band=4``'s runs those of
+    :data:`BAND_RUNS` (the band's other runs left out), and a sentence
+    saying so (``band_note``)."""
+    source, runs = BAND_RUNS.get(half), document["runs"]
+    if not any(r["weighting"] == source for r in runs):
+        return document
+    earlier = {
+        key(r)[::2]: r["history"]["errors"]
+        for r in protocol.current(runs)
+        if r["weighting"] == BAND
     }
-    shipped = [r for r in runs if r["weighting"] == DEFAULT]
-    if not shipped:
-        return []
-    same = sum(
-        r["history"]["errors"] == errors.get((r["problem"], r["seed"]))
-        for r in shipped
+    moved = [dict(r, weighting=BAND) for r in runs if r["weighting"] == source]
+    kept = [r for r in runs if r["weighting"] not in (source, BAND)] + moved
+    moved = protocol.current(moved)
+    same = sum(r["history"]["errors"] == earlier.get(key(r)[::2])
+               for r in moved)  # fmt: skip
+    note = (
+        f"In this half `gradient_band=4`'s runs are the {len(moved)} of "
+        "`SketchNTKWeighting()` when it defaulted to the band (key "
+        f"`{source}`), made with the band as it is computed now; its "
+        "`sketch_band_4` runs, made before the band read its gradients off "
+        f"the training step, recorded the same errors on {same} of them "
+        "(where the band does not act) and are left out."
     )
-    return [
-        f"The {len(shipped)} runs of `SketchNTKWeighting()` as shipped (key "
-        f"`default`) recorded the errors of {name(decided, document)} to "
-        f"the bit on {same} of them.",
+    return dict(document, runs=kept, band_note=[note, ""])
+
+
+def decision_lines(documents):
+    """The decision on the confirmation halves together, from their runs."""
+    both = combined(documents)
+    weightings = list(dict.fromkeys([*ran(both), *CANDIDATES]))
+    summary = summary_of(both, weightings)
+    default, checks = protocol.decide(summary, CANDIDATES)
+    halves = [h for h in protocol.CONFIRMATION if h in documents]
+    header, rows = ["weighting", "basis", "÷ published", "worst problem"], []
+    header += ["worse than none", "(a)", "(b)", "(c)"]
+    bar = summary[protocol.PUBLISHED]
+    for weighting in (*CANDIDATES, protocol.PUBLISHED):
+        for basis in protocol.BASES:
+            found = summary[weighting][basis]
+            worst = found["per_problem_published"]
+            top = max(worst, key=worst.get, default=None)
+            row = [name(weighting, both), basis]
+            row.append(interval(found["to_published"],
+                                found["to_published_interval"], 3))  # fmt: skip
+            row.append(f"{top} ({ratio(worst[top])})" if top else "—")
+            row.append(str(len(found["worse_than_none"])))
+            verdicts = checks.get(weighting, {})
+            row += [
+                (
+                    ("pass" if verdicts[f"{rule} ({basis})"] else "**fail**")
+                    if verdicts
+                    else "the bar"
+                )
+                for rule in "abc"
+            ]
+            rows.append(row)
+    lines = [
+        "## The decision",
+        "",
+        f"On the {' and '.join(halves)} halves together "
+        f"({len(both['problems'])} settings, every run of each weighting): "
+        "a candidate replaces the published sketch "
+        f"(`SketchNTKWeighting(gradient_band=None)`) as the default only "
+        "if, at equal steps and at equal time, (a) its geometric-mean ratio "
+        "to the published sketch is below 1 and the upper end of its "
+        f"{harness.LEVEL:.0%} paired bootstrap interval (problems, then "
+        "seeds) at most 1, (b) no problem has it above "
+        f"{protocol.WORST_PROBLEM:g}× the published sketch, and (c) it is "
+        "worse than none (on every seed) on no more problems. The rule was "
+        "fixed before the second confirmation half was run.",
+        "",
+        *harness.markdown_table(header, rows),
+        "",
+        f"The default: **{name(default, both)}** "
+        f"(`SketchNTKWeighting()`; worse than none on "
+        f"{len(bar['steps']['worse_than_none'])} of "
+        f"{len(both['problems'])} problems at equal steps, "
+        f"{len(bar['time']['worse_than_none'])} at equal time).",
         "",
     ]
+    for basis in protocol.BASES:
+        lines += [
+            f"Where the default still loses (equal {basis}; every weighting "
+            "run on the problem):",
+            "",
+            *losses(summary, default, both, basis),
+            "",
+        ]
+    return lines, default
+
+
+def decided(documents):
+    """The default the protocol decides on the confirmation halves."""
+    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
+    return decision_lines(documents)[1]
 
 
 def render(documents):
     """The page's block from ``{half: document}``."""
-    lines, decided = [], None
+    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
+    lines = [f"![each weighting's ratio]({FIGURE})", ""]
+    if "confirmation" in documents:
+        lines += decision_lines(documents)[0]
     for half in protocol.HALVES:
         if half in documents:
-            section, summary = half_section(half, documents[half])
-            lines += section
-            if half == "confirmation":
-                more, decided = decision_lines(summary, documents[half])
-                lines = more + lines
-    return "\n".join([f"![each weighting's ratio]({FIGURE})", ""] + lines)
+            lines += half_section(half, documents[half])
+    return "\n".join(lines)
 
 
-def make_figure(document, path):
+def make_figure(document, path, default):
     """Per problem, each weighting's error ratio to none at equal steps on
     a log scale: a dot per seed, a bar at the geometric mean; the default
     drawn in black."""
@@ -282,7 +388,6 @@ def make_figure(document, path):
 
     runs, problems = document["runs"], document["problems"]
     shown = [w for w in complete(document) if w != NONE]
-    default = the_default(document)
     fig = Figure(figsize=(9.0, 4.0))
     ax = fig.subplots()
     width = 0.8 / len(shown)
@@ -294,8 +399,8 @@ def make_figure(document, path):
             x = column - 0.4 + width * (index + 0.5)
             finite = [v for v in values if math.isfinite(v)]
             ax.plot([x] * len(finite), finite, ".", color=colour, ms=4)
-            if values:
-                mean = protocol.geometric_mean(values)
+            if finite:
+                mean = protocol.geometric_mean(finite)
                 ends = [x - width / 2, x + width / 2]
                 ax.plot(ends, [mean] * 2, color=colour, lw=2.5)
         text = name(weighting, document).strip("`")
@@ -311,29 +416,43 @@ def make_figure(document, path):
 
 
 def readme_block(documents, page=f"docs/{PAGE}"):
-    """README.md's block: the figure and a short table of the confirmation
-    half's summary for :data:`README_ROWS`."""
+    """README.md's block: the figure, a table of the first confirmation
+    half's summary for :data:`README_ROWS` and the decision's numbers."""
+    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     document = documents["confirmation"]
-    runs, problems = document["runs"], document["problems"]
-    default = the_default(document)
-    shown = [w for w in README_ROWS if w in complete(document)] + [default]
-    summary = protocol.summarise(runs, shown, problems)
-    rows = []
+    default = decided(documents)
+    shown = [w for w in README_ROWS if w in complete(document)]
+    summary, rows = summary_of(document, shown), []
     for w in shown:
         steps, time = summary[w]["steps"], summary[w]["time"]
         text = name(w, document) + (", the default" if w == default else "")
-        rows.append([text, ratio(steps["to_none"]), ratio(time["to_none"])])
-        rows[-1].append(f"{len(steps['worse_than_none'])} of {len(problems)}")
+        cells = [text, ratio(steps["to_none"]), ratio(time["to_none"])]
+        cells += [str(len(found["worse_than_none"])) for found in (steps, time)]
+        rows.append(cells + [diverged(summary[w])])
     header = ["weighting", "÷ none, equal steps", "÷ none, equal time"]
-    header.append("worse than none on every seed")
+    header += ["worse than none (steps)", "worse than none (time)"]
+    header.append("diverged")
+    both = combined(documents)
+    summary = summary_of(both, [*CANDIDATES, protocol.PUBLISHED])
+    checks = protocol.decide(summary, CANDIDATES)[1][BAND].items()
+    failed = ", ".join(rule for rule, ok in checks if not ok) or "none"
+    found = summary[BAND]["steps"]
     return "\n".join([
         f"![each weighting's error ratio per problem](docs/{FIGURE})",
         "",
         *harness.markdown_table(header, rows),
         "",
-        "Geometric mean over the confirmation problems of the error ratio "
-        f"to no weighting, paired by seed; set-up and criteria: [{page}]"
-        f"({page}).",
+        "Geometric mean over the first confirmation half's "
+        f"{len(document['problems'])} problems of the error ratio to no "
+        "weighting, paired by seed (diverged runs counted, not in the "
+        "ratio); worse than none: on how many problems on every seed. Over "
+        f"both confirmation halves ({len(both['problems'])} problems), "
+        f"{name(CANDIDATES[0], both)} ÷ the published sketch is "
+        f"{interval(found['to_published'], found['to_published_interval'], 3)}"
+        f" at equal steps ({harness.LEVEL:.0%} interval); of the rule's "
+        f"conditions it fails {failed}, so the default is "
+        f"{name(default, both)}. Set-up, rule and every problem the default "
+        f"still loses: [{page}]({page}).",
     ]) + "\n"  # fmt: skip
 
 
@@ -355,6 +474,7 @@ def main(argv=None):
     parser.add_argument("--readme", nargs="?", metavar="FILE", const=readme)
     args = parser.parse_args(argv)
     documents = read_documents(args.docs)
+    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     if "confirmation" not in documents:
         parser.error(
             f"no {RESULTS.format(half='confirmation')} under "
@@ -362,7 +482,9 @@ def main(argv=None):
         )
     path = os.path.join(args.docs, PAGE)
     harness.write_page(path, SCRIPT, render(documents), TITLE)
-    make_figure(documents["confirmation"], os.path.join(args.docs, FIGURE))
+    default = decided(documents)
+    figure = os.path.join(args.docs, FIGURE)
+    make_figure(documents["confirmation"], figure, default)
     if args.readme:
         block = readme_block(documents)
         harness.write_block(args.readme, *README_MARKERS, block)

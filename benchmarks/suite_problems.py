@@ -1,24 +1,17 @@
 r"""PINN benchmark problems from the literature, each a PINA problem with an
 exact or manufactured solution (``solution(pts)``, as the zoo problems).
 
-- ``stokes``: Stokes flow manufactured from the Taylor–Green vortex's
-  divergence-free velocity (Taylor & Green 1937).
-- ``bvp_1d``: :math:`u'' = f`, single-point Dirichlet ends, as DeepXDE's 1-D
-  examples (Lu et al. 2021); manufactured.
-- ``annulus_robin``: Poisson on an annulus with Dirichlet and Robin
-  boundaries (as in Lu et al. 2021); manufactured.
-- ``poisson_3d``: Poisson on the unit cube with a Neumann face; manufactured
-  (Roache 2002, the method of manufactured solutions).
-- ``multiscale_1d``: :math:`u = \sin 2\pi x + 0.1 \sin 50\pi x` (Wang, Wang
-  & Perdikaris 2021, Fourier feature networks).
-- ``burgers``: Cole–Hopf solution of viscous Burgers (Cole 1951, Hopf 1950;
-  a PINN problem since Raissi et al. 2019).
+- ``stokes``: manufactured from the Taylor–Green vortex (Taylor & Green 1937).
+- ``bvp_1d``, ``annulus_robin``: manufactured, as DeepXDE's examples
+  (Lu et al. 2021).
+- ``poisson_3d``: the method of manufactured solutions (Roache 2002).
+- ``multiscale_1d``: Wang, Wang & Perdikaris 2021 (Fourier feature networks).
+- ``burgers``: Cole–Hopf (Cole 1951, Hopf 1950; PINN: Raissi et al. 2019).
 - ``convection_fast``: Krishnapriyan et al. 2021 (convection failure).
-- ``heat_data``, ``heat_inverse``: the heat equation with observations, as
-  Raissi et al. 2019 (data and physics; data-driven discovery).
-
-The ``confirmation-2`` half's six (issue #42), from ``elasticity`` on, are
-manufactured but ``lshape`` (Strang & Fix 1973's corner singularity).
+- ``heat_data``, ``heat_inverse``: Raissi et al. 2019 (data and physics;
+  data-driven discovery).
+- the ``confirmation-2`` half's six (issue #42), from ``elasticity`` on:
+  manufactured but ``lshape`` (Strang & Fix 1973's corner singularity).
 
 Each class has ``POINTS``, the fresh points per domain condition and step
 (about 1000 residual entries, with the 100 observations of a ``data``
@@ -40,6 +33,7 @@ PI = torch.pi
 NU, SHIFT, BETA, KAPPA = 0.05, 1.05, 30.0, 0.1
 LAME, EPS, K2 = (2.0, 1.0), 0.1, 6 * PI**2
 UNIT, BOX_4D = {"x": [0, 1], "y": [0, 1]}, dict.fromkeys("xyzw", [0, 1])
+CUBE = {"x": [0, 1], "y": [0, 1], "z": [0, 1]}
 
 
 def _plain(tensor):
@@ -75,9 +69,15 @@ def _conditions(**equations):
 
 class _Benchmark:
     """Own copies of the class's conditions (and ``OBSERVED`` observations,
-    a ``data`` condition); the solution is the first of ``terms(pts)``."""
+    a ``data`` condition); the solution is the first of ``terms(pts)``; the
+    output ``u`` unless set; ``STATIONARY`` unless time-dependent."""
 
     OBSERVED = 0
+    output_variables = ["u"]
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.STATIONARY = not issubclass(cls, TimeDependentProblem)
 
     def __init__(self):
         self.conditions = copy.deepcopy(type(self).conditions)
@@ -93,8 +93,7 @@ class _Benchmark:
 
     def observations(self, n, seed=0):
         """``Condition(input=..., target=...)``: the solution at ``n`` uniform
-        random points of domain ``D``'s box, drawn by a generator of
-        ``seed``: the same each call."""
+        random points of ``D``'s box, seeded by ``seed``: the same each call."""
         box = self.domains["D"].range
         low, high = torch.tensor(list(box.values())).T
         generator = torch.Generator().manual_seed(seed)
@@ -151,13 +150,12 @@ class StokesProblem(_Benchmark, SpatialProblem):
     #: ``boundary`` has two residual columns (u, v): 1001 entries in all.
     POINTS = {"momentum_x": 250, "momentum_y": 250, "continuity": 250}
     POINTS.update(boundary=125, pressure=1)
-    STATIONARY = True
 
 
 def _interval(sign, terms):
-    """Domains and conditions of :math:`\\pm u'' = f` on :math:`[0, 1]`
-    (``terms``: :math:`u`, :math:`f`), each Dirichlet end on one point (``x``
-    fixed; PINA draws ``n`` copies of it)."""
+    """Spatial domain, domains and conditions of :math:`\\pm u'' = f` on
+    :math:`[0, 1]` (``terms``: :math:`u`, :math:`f`), each Dirichlet end on
+    one point (``x`` fixed; PINA draws ``n`` copies of it)."""
 
     def residual(input_, output_):
         return sign * _d(output_, input_, "x", order=2) - terms(input_)[1]
@@ -166,7 +164,7 @@ def _interval(sign, terms):
     ends["right"] = CartesianDomain({"x": 1.0})
     domains = {"D": CartesianDomain({"x": [0, 1]}), **ends}
     ends = dict.fromkeys(ends, _equals(terms))
-    return domains, _conditions(D=Equation(residual), **ends)
+    return domains["D"], domains, _conditions(D=Equation(residual), **ends)
 
 
 def _bvp_terms(pts, k=1.5 * PI):
@@ -180,12 +178,9 @@ class BVP1DProblem(_Benchmark, SpatialProblem):
     (:math:`u(0) = 0`, :math:`u(1) = -e`), each Dirichlet end a condition on
     one point."""
 
-    output_variables = ["u"]
-    spatial_domain = CartesianDomain({"x": [0, 1]})
-    domains, conditions = _interval(1.0, _bvp_terms)
+    spatial_domain, domains, conditions = _interval(1.0, _bvp_terms)
     terms = staticmethod(_bvp_terms)
     POINTS = {"D": 998, "left": 1, "right": 1}
-    STATIONARY = True
 
 
 def _multiscale_terms(pts):
@@ -198,12 +193,20 @@ class Multiscale1DProblem(_Benchmark, SpatialProblem):
     r""":math:`-u'' = f` on :math:`[0, 1]`, :math:`u = \sin 2\pi x + 0.1 \sin
     50\pi x`, each Dirichlet end a condition on one point."""
 
-    output_variables = ["u"]
-    spatial_domain = CartesianDomain({"x": [0, 1]})
-    domains, conditions = _interval(-1.0, _multiscale_terms)
+    spatial_domain, domains, conditions = _interval(-1.0, _multiscale_terms)
     terms = staticmethod(_multiscale_terms)
     POINTS = {"D": 998, "left": 1, "right": 1}
-    STATIONARY = True
+
+
+def _grid_in(keep):
+    """``evaluation_points(n)``: the points of an ``n`` x ``n`` grid of
+    :math:`[-1, 1]^2` where ``keep(x, y)``, labelled ``x``, ``y``."""
+
+    def evaluation_points(self, n):
+        pts = torch.cartesian_prod(*[torch.linspace(-1.0, 1.0, n)] * 2)
+        return LabelTensor(pts[keep(pts[:, 0], pts[:, 1])], ["x", "y"])
+
+    return evaluation_points
 
 
 def _disc(radius, surface=False):
@@ -270,7 +273,6 @@ class AnnulusRobinProblem(_Benchmark, SpatialProblem):
     :math:`u = \sin\pi x \cos\pi y + x^2`: Dirichlet on the outer circle,
     Robin :math:`\partial u/\partial n + u = g` on the inner one."""
 
-    output_variables = ["u"]
     spatial_domain = Annulus(0.5, 1.0)
     domains = {"D": spatial_domain, "outer": _disc(1.0, surface=True)}
     domains["inner"] = _disc(0.5, surface=True)
@@ -281,18 +283,9 @@ class AnnulusRobinProblem(_Benchmark, SpatialProblem):
     )
     terms = staticmethod(_annulus_terms)
     POINTS = {"D": 700, "outer": 200, "inner": 100}
-    STATIONARY = True
-
-    def evaluation_points(self, n):
-        """The points of an ``n`` x ``n`` grid of :math:`[-1, 1]^2` in the
-        annulus, labelled ``x``, ``y``."""
-        axis = torch.linspace(-1.0, 1.0, n)
-        pts = torch.cartesian_prod(axis, axis)
-        r2, (inner, outer) = (pts**2).sum(dim=1), self.spatial_domain.radii
-        return LabelTensor(pts[(r2 >= inner**2) & (r2 <= outer**2)], ["x", "y"])
-
-
-CUBE = {"x": [0, 1], "y": [0, 1], "z": [0, 1]}
+    evaluation_points = _grid_in(
+        lambda x, y: (x**2 + y**2 >= 0.5**2) & (x**2 + y**2 <= 1.0**2)
+    )
 
 
 def _cube_terms(pts):
@@ -310,7 +303,6 @@ class Poisson3DProblem(_Benchmark, SpatialProblem):
     :math:`u = \sin\pi x \sin\pi y \sin\pi z + x y z^2`: Dirichlet on five
     faces, Neumann :math:`\partial u/\partial z = g` on :math:`z = 1`."""
 
-    output_variables = ["u"]
     spatial_domain = CartesianDomain(CUBE)
     faces = [CartesianDomain(CUBE | {v: s}) for v in CUBE for s in (0, 1)]
     domains = {"D": spatial_domain, "dirichlet": Union(faces[:-1])}
@@ -322,7 +314,6 @@ class Poisson3DProblem(_Benchmark, SpatialProblem):
     )
     terms = staticmethod(_cube_terms)
     POINTS = {"D": 700, "dirichlet": 250, "neumann": 50}
-    STATIONARY = True
 
 
 def _space_time(space, initial=True):
@@ -361,7 +352,6 @@ class BurgersProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
     :math:`x = 0, 2`.
     """
 
-    output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 2]})
     temporal_domain = CartesianDomain({"t": [0, 1]})
     domains = _space_time(spatial_domain)
@@ -370,7 +360,6 @@ class BurgersProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
     )
     terms = staticmethod(_burgers_terms)
     POINTS = {"D": 700, "t0": 150, "boundary": 150}
-    STATIONARY = False
 
 
 def _convection_terms(pts):
@@ -385,7 +374,6 @@ class ConvectionProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
     PINA's ``Equation(input_, output_)`` does not have: the boundary is
     Dirichlet with the exact values at :math:`x = 0, 2\pi` instead."""
 
-    output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 2 * PI]})
     temporal_domain = CartesianDomain({"t": [0, 1]})
     domains = _space_time(spatial_domain)
@@ -396,7 +384,6 @@ class ConvectionProblem(_Benchmark, SpatialProblem, TimeDependentProblem):
     )
     terms = staticmethod(_convection_terms)
     POINTS = {"D": 700, "t0": 200, "boundary": 100}
-    STATIONARY = False
 
 
 def _heat_terms(pts):
@@ -409,19 +396,16 @@ def _heat(input_, output_, params_):
     """Equation :math:`u_t - \\kappa u_{xx}`, :math:`\\kappa` the unknown
     parameter of ``params_`` (``None``: ``KAPPA``)."""
     kappa = KAPPA if params_ is None else params_["kappa"]
-    u_xx = _d(output_, input_, "x", order=2)
-    return _d(output_, input_, "t") - kappa * u_xx
+    return _d(output_, input_, "t") - kappa * _d(output_, input_, "x", order=2)
 
 
 class _Heat(_Benchmark, SpatialProblem, TimeDependentProblem):
     """What the two heat problems share."""
 
-    output_variables = ["u"]
     spatial_domain = CartesianDomain({"x": [0, 1]})
     temporal_domain = CartesianDomain({"t": [0, 1]})
     terms = staticmethod(_heat_terms)
     OBSERVED = 100
-    STATIONARY = False
 
 
 class HeatDataProblem(_Heat):
@@ -453,21 +437,8 @@ class HeatInverseProblem(_Heat, InverseProblem):
 class _Plane(_Benchmark, SpatialProblem):
     """A stationary problem of ``u`` on the unit square but where not."""
 
-    output_variables = ["u"]
     spatial_domain = CartesianDomain(UNIT)
     domains = {"D": spatial_domain, "boundary": spatial_domain.partial()}
-    STATIONARY = True
-
-
-def _grid_in(keep):
-    """``evaluation_points(n)``: the points of an ``n`` x ``n`` grid of
-    :math:`[-1, 1]^2` where ``keep(x, y)``, labelled ``x``, ``y``."""
-
-    def evaluation_points(self, n):
-        pts = torch.cartesian_prod(*[torch.linspace(-1.0, 1.0, n)] * 2)
-        return LabelTensor(pts[keep(pts[:, 0], pts[:, 1])], ["x", "y"])
-
-    return evaluation_points
 
 
 def _navier(pts, lam=LAME[0], mu=LAME[1]):
@@ -479,8 +450,7 @@ def _navier(pts, lam=LAME[0], mu=LAME[1]):
     f_x = 2 * mu * PI**2 * u - (lam + mu) * div_x
     f_y = mu * (PI**2 * y**2 - 2) * sx - (lam + mu) * div_y
     shear, normal = mu * PI * (sx * cy + y**2 * cx), lam * div + 4 * mu * y * sx
-    pairs = ((u, v), (f_x, f_y), (shear, normal))
-    return [torch.cat(pair, 1) for pair in pairs]
+    return [torch.cat(p, 1) for p in ((u, v), (f_x, f_y), (shear, normal))]
 
 
 def _stress(i, o, lam=LAME[0], mu=LAME[1]):
@@ -645,8 +615,7 @@ def _helmholtz_terms(pts):
 
 
 def _helmholtz(i, o):
-    found = _d(o, i, "xyzw", 2) + K2 * _plain(o)
-    return found - _helmholtz_terms(i)[1]
+    return _d(o, i, "xyzw", 2) + K2 * _plain(o) - _helmholtz_terms(i)[1]
 
 
 class Helmholtz4DProblem(_Plane):

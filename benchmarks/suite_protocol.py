@@ -1,29 +1,40 @@
-"""The problem suite's split and decision protocol (issue #32).
+"""The problem suite's split and decision protocol (issues #32 and #42).
 
 The split (``suite-split.toml``) names the tuning and the confirmation
 settings; :func:`read_split` checks it. The protocol compares weightings on
-the runs of one half:
+the runs of one or more halves:
 
 * a run's error is the median of its last five recorded errors (steadier
-  than the final record); a failed run's is infinite;
+  than the final record, which Adam's loss spikes near the end of training
+  can catch); a failed (diverged) run's is infinite;
 * comparisons are paired by seed: the ratio of a weighting's error to the
   error of the plain sum (``none``) or of the published sketch
-  (``gradient_band=None``) with the same seed, problem and points;
-* a problem's ratio is the geometric mean over its seeds; a weighting is
-  *worse than none beyond the seeds' spread* on a problem when it is worse
-  on every seed;
-* at equal steps (the whole runs) and at equal time (each weighting's
-  errors recorded within the paired ``none`` run's training time);
-* the time to reach ``none``'s error: the first recorded time at which the
-  error is at most that of the paired ``none`` run, over ``none``'s time.
+  (``gradient_band=None``) with the same seed, problem and points (a pair
+  whose reference failed is left out);
+* a problem's ratio is the geometric mean over the seeds whose runs
+  finished; a diverged run is counted (``diverged``) and counts as worse;
+  a weighting is *worse than none* on a problem when it is worse on every
+  seed;
+* at equal steps (the whole runs) and at equal time: each run's records
+  within the steps its weighting makes in the plain sum's training time,
+  from the weighting's time per step on that setting over the plain sum's,
+  measured in interleaved rounds (:func:`step_costs`);
+* every geometric-mean ratio over problems carries a paired bootstrap
+  interval (:data:`harness.LEVEL`): problems drawn with replacement, then
+  each drawn problem's seeds (:func:`paired_interval`).
 
-:func:`decide`: a candidate becomes or stays the default only if, at equal
-steps and at equal time, its geometric-mean ratio to ``none`` is at most
-the published sketch's and it is worse than ``none`` on no more problems;
-of those that pass, the lowest geometric-mean ratio at equal steps wins.
+:func:`decide`, on the two confirmation halves together: a candidate
+replaces the published sketch as the default only if, at equal steps and
+at equal time, (a) its ratio to the published sketch is below 1 and the
+interval's upper end at most 1, (b) no problem has it above
+:data:`WORST_PROBLEM` times the published sketch and (c) it is worse than
+none on no more problems; of those that pass, the lowest ratio to the
+published sketch at equal steps wins. Otherwise the published sketch is the
+default.
 """
 
 import math
+import random
 import statistics
 import tomllib
 
@@ -31,12 +42,18 @@ import harness
 
 SPLIT = f"{harness.HERE}/suite-split.toml"
 HALVES = ("tuning", "confirmation", "confirmation-2")
+#: The halves the default is decided on, together.
+CONFIRMATION = ("confirmation", "confirmation-2")
 #: Per half: the least stationary and time-dependent settings.
 LEAST = {"tuning": (3, 3), "confirmation": (3, 3), "confirmation-2": (6, 0)}
 #: Recorded errors a run's error is the median of.
 LAST_RECORDS = 5
 NONE, PUBLISHED = "none", "sketch_predictor"
 BASES = ("steps", "time")
+#: Rule (b): no problem's ratio to the published sketch above this.
+WORST_PROBLEM = 1.25
+#: Bootstrap draws of :func:`paired_interval`.
+DRAWS = 4000
 FIELDS = {"setting": str, "stationary": bool, "network": str, "points": str}
 CHOICES = dict(network=("benchmark", "feedforward"), points=("fresh", "fixed"))
 
@@ -74,26 +91,14 @@ def read_split(path=SPLIT):
 
 def run_error(run, until=None):
     """A run's error: the median of its last :data:`LAST_RECORDS` recorded
-    errors (those at or before ``until`` seconds, if given); infinite for a
+    errors (those at or before step ``until``, if given); infinite for a
     failed run or one without records."""
     history = run["history"]
     if run.get("status") != "ok" or not history["errors"]:
         return math.inf
-    records = zip(history["errors"], history["seconds"])
+    records = zip(history["errors"], history["steps"])
     errors = [e for e, s in records if until is None or s <= until]
     return statistics.median(errors[-LAST_RECORDS:])
-
-
-def time_to_reach(run, target):
-    """:return: The first recorded time with an error at most ``target``,
-    ``math.inf`` if never."""
-    if run.get("status") != "ok":
-        return math.inf
-    history = run["history"]
-    for error, seconds in zip(history["errors"], history["seconds"]):
-        if error <= target:
-            return seconds
-    return math.inf
 
 
 def geometric_mean(values):
@@ -104,9 +109,49 @@ def geometric_mean(values):
         return math.nan
     if any(math.isinf(v) for v in values):
         return math.inf
-    if any(v == 0 for v in values):  # e.g. none's error reached at 0 s
+    if any(v == 0 for v in values):  # e.g. none's error reached at step 0
         return 0.0
     return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def finite(values):
+    """The finite values, in order."""
+    return [v for v in values if math.isfinite(v)]
+
+
+def paired_interval(ratios, draws=DRAWS, seed=0):
+    """The percentile bootstrap interval (:data:`harness.LEVEL`) of the
+    geometric mean over problems of each problem's geometric mean over its
+    seeds: the problems drawn with replacement, then each drawn problem's
+    paired ratios, seeded.
+
+    :param dict ratios: ``{problem: [paired ratio per seed]}``; infinite
+        ratios (diverged runs) and problems left without any are left out.
+    :return: ``(low, high)``; NaNs without a problem."""
+    logs = [[math.log(v) for v in finite(r)] for r in ratios.values()]
+    logs = [values for values in logs if values]
+    if not logs:
+        return math.nan, math.nan
+    rng, means = random.Random(seed), []
+    for _ in range(draws):
+        drawn = (rng.choice(logs) for _ in logs)
+        means.append(statistics.fmean(
+            statistics.fmean(rng.choices(v, k=len(v))) for v in drawn
+        ))  # fmt: skip
+    means.sort()
+    tail = round((1 - harness.LEVEL) / 2 * draws)
+    return math.exp(means[tail]), math.exp(means[draws - 1 - tail])
+
+
+def step_costs(document):
+    """``{problem: {weighting: cost}}``: the median over interleaved rounds
+    of each weighting's time per step over the plain sum's on the setting
+    (``document["step_costs"]``; ``none``: 1); empty if not measured."""
+    found = document.get("step_costs", {}).get("ratios", {})
+    return {
+        problem: {w: statistics.median(v) for w, v in by.items()} | {NONE: 1}
+        for problem, by in found.items()
+    }
 
 
 def current(runs):
@@ -126,79 +171,98 @@ def paired(runs, problem, weighting, against):
     ]
 
 
-def problem_ratios(pairs, basis):
-    """Per seed: the paired error ratio at equal ``steps`` or ``time``
-    (within the reference run's training time)."""
-    ratios = []
-    for run, reference in pairs:
-        until = reference["history"]["seconds"][-1] if basis == "time" else None
-        ratios.append(run_error(run, until) / run_error(reference))
+def problem_ratios(pairs, basis, costs=None):
+    """Per seed: the paired error ratio at equal ``steps`` or ``time`` (each
+    run's records within ``steps / costs[weighting]``, the steps it makes
+    in the plain sum's training time); infinite where the run failed. Pairs
+    whose reference failed, or without both costs at equal time, are left
+    out."""
+    ratios, costs = [], costs or {}
+    for pair in pairs:
+        if basis == "time" and not all(r["weighting"] in costs for r in pair):
+            continue
+        ends = [
+            r["steps"] / costs[r["weighting"]] if basis == "time" else None
+            for r in pair
+        ]
+        error, reference = (run_error(r, end) for r, end in zip(pair, ends))
+        if math.isfinite(reference):
+            ratios.append(error / reference)
     return ratios
 
 
-def summarise(runs, weightings, problems):
-    """Per weighting and basis: the geometric mean over problems of the
-    ratio to ``none`` (``to_none``) and to the published sketch
-    (``to_published``), the worst problem, the problems worse than ``none``
-    on every seed; per weighting the geometric mean over problems of the
-    time to reach ``none``'s error over ``none``'s time (``time_to_none``).
+def summarise(runs, weightings, problems, costs=None):
+    """Per weighting: the failed runs (``diverged``) and, per basis, the
+    geometric mean over problems of the ratio to ``none`` (``to_none``) and
+    to the published sketch (``to_published``) with their intervals, both
+    per problem, the worst problem and the problems worse than ``none`` on
+    every seed.
+
+    :param dict costs: ``{problem: {weighting: cost}}``, :func:`step_costs`.
     """
-    summary = {}
+    summary, costs = {}, costs or {}
     for weighting in weightings:
-        entry = {}
+        entry = {"diverged": 0, "runs": 0}
+        for run in current(runs):
+            if run["weighting"] == weighting and run["problem"] in problems:
+                entry["runs"] += 1
+                entry["diverged"] += run["status"] != "ok"
         for basis in BASES:
-            per_problem, to_published, worse = {}, [], []
-            for problem in problems:
-                pairs = paired(runs, problem, weighting, NONE)
-                ratios = problem_ratios(pairs, basis)
-                if not ratios:
-                    continue
-                per_problem[problem] = geometric_mean(ratios)
-                if all(r > 1 for r in ratios):
-                    worse.append(problem)
-                pairs = paired(runs, problem, weighting, PUBLISHED)
-                published = problem_ratios(pairs, basis)
-                if published:
-                    to_published.append(geometric_mean(published))
-            worst = max(per_problem, key=per_problem.get, default=None)
-            entry[basis] = {
-                "to_none": geometric_mean(per_problem.values()),
-                "to_published": geometric_mean(to_published),
-                "per_problem": per_problem,
-                "worst": worst,
-                "worse_than_none": worse,
+            found = {NONE: {}, PUBLISHED: {}}
+            for problem, against in [(p, a) for p in problems for a in found]:
+                pairs = paired(runs, problem, weighting, against)
+                ratios = problem_ratios(pairs, basis, costs.get(problem))
+                if ratios:
+                    found[against][problem] = ratios
+            means = {
+                against: {
+                    p: geometric_mean(finite(r)) if finite(r) else math.inf
+                    for p, r in by.items()
+                }
+                for against, by in found.items()
             }
-        reach = []
-        for problem in problems:
-            times = [
-                time_to_reach(run, run_error(reference))
-                / reference["history"]["seconds"][-1]
-                for run, reference in paired(runs, problem, weighting, NONE)
-            ]
-            if times:
-                reach.append(statistics.median(times))
-        entry["time_to_none"] = geometric_mean(reach)
+            per_problem = means[NONE]
+            entry[basis] = {
+                "to_none": geometric_mean(finite(per_problem.values())),
+                "to_none_interval": paired_interval(found[NONE]),
+                "to_published": geometric_mean(
+                    finite(means[PUBLISHED].values())
+                ),
+                "to_published_interval": paired_interval(found[PUBLISHED]),
+                "per_problem": per_problem,
+                "per_problem_published": means[PUBLISHED],
+                "worst": max(per_problem, key=per_problem.get, default=None),
+                "worse_than_none": [
+                    p for p, r in found[NONE].items() if all(v > 1 for v in r)
+                ],
+            }
         summary[weighting] = entry
     return summary
 
 
 def decide(summary, candidates):
-    """The default by the protocol (see the module docstring).
+    """The default by the protocol's rule (see the module docstring), on
+    the summary of the confirmation halves together.
 
-    :return: ``(default, {candidate: passes})``.
+    :return: ``(default, {candidate: {"a", "b", "c" per basis: bool}})``;
+        the published sketch where no candidate passes.
     :raises ValueError: If the published sketch is not in ``summary``."""
     if PUBLISHED not in summary:
         raise ValueError(f"summary lacks the published sketch {PUBLISHED!r}.")
-    bar = summary[PUBLISHED]
-    passes = {
-        c: all(
-            summary[c][b]["to_none"] <= bar[b]["to_none"]
-            and len(summary[c][b]["worse_than_none"])
-            <= len(bar[b]["worse_than_none"])
-            for b in BASES
-        )
-        for c in candidates
-    }
-    chosen = [c for c in candidates if passes[c]]
-    key = lambda c: summary[c]["steps"]["to_none"]  # noqa: E731
-    return min(chosen, key=key, default=None), passes
+    bar, checks = summary[PUBLISHED], {}
+    for candidate in [c for c in candidates if c != PUBLISHED]:
+        checks[candidate] = {}
+        for basis in BASES:
+            own, worse = summary[candidate][basis], bar[basis]
+            high = own["to_published_interval"][1]
+            rules = {
+                "a": own["to_published"] < 1 and high <= 1,
+                "b": max(own["per_problem_published"].values(), default=0)
+                <= WORST_PROBLEM,
+                "c": len(own["worse_than_none"])
+                <= len(worse["worse_than_none"]),
+            }
+            checks[candidate] |= {f"{k} ({basis})": v for k, v in rules.items()}
+    passing = [c for c, found in checks.items() if all(found.values())]
+    key = lambda c: summary[c]["steps"]["to_published"]  # noqa: E731
+    return min(passing, key=key, default=PUBLISHED), checks

@@ -126,13 +126,13 @@ class FailureWatch(Callback):
 
 
 class ConditionHistory(Callback):
-    """Each condition's loss and applied weight every ``every`` steps (with
-    the error history's steps): where the error sits and how the weights
-    follow it."""
+    """Each condition's loss, applied weight and NTK trace (pina-ntk's
+    weightings) every ``every`` steps (with the error history's steps):
+    where the error sits and how the weights follow it."""
 
     def __init__(self, every):
         self.every = every
-        self.steps, self.losses, self.weights = [], [], []
+        self.steps, self.losses, self.weights, self.traces = [], [], [], []
 
     def on_train_epoch_end(self, trainer, solver):
         # one step per epoch: PINA's per-condition losses are logged per
@@ -146,6 +146,8 @@ class ConditionHistory(Callback):
         self.steps.append(step)
         self.losses.append(losses)
         self.weights.append(harness.applied_weights(solver))
+        driver = getattr(solver.weighting, "driver", None)
+        self.traces.append(driver.traces if driver else {})
 
 
 def run_job(job):
@@ -235,7 +237,7 @@ def _train(job, record):
     finally:
         for name, values in errors.as_dict().items():
             history[name] += values
-        recorded = ("steps", "losses", "weights")
+        recorded = ("steps", "losses", "weights", "traces")
         history["conditions"] = {k: getattr(conditions, k) for k in recorded}
         record["failure"] = watch.failure
         record["failed_at_step"] = watch.failed_at
@@ -295,6 +297,52 @@ def calibrate(jobs, steps, workers, log):
     return costs
 
 
+#: Steps of a step-cost run, timed over their second half.
+COST_STEPS = 400
+
+
+def measure_step_costs(document, rounds, workers, log):
+    """Each weighting's time per step over the plain sum's on each setting
+    of ``document``, in ``rounds`` interleaved rounds (the harness's
+    method): per round and setting, its weightings in an order rotated by
+    the round between two plain-sum runs, :data:`COST_STEPS` steps each
+    from seed 0, timed over the second half (past the warm-up and the
+    first samples). ``default`` (the runs of an earlier default) is left
+    out. :return: ``{problem: {weighting: [ratio by round]}}``."""
+    chosen = [w for w in document["weightings"] if w not in ("none", "default")]
+    jobs = []
+    for index in range(rounds):
+        shift = index % len(chosen)
+        order = ["none", *chosen[shift:], *chosen[:shift], "none"]
+        planned = plan_jobs(document["problems"], lambda _: order,
+                            document["settings"], seeds=1)  # fmt: skip
+        jobs += [dict(j, steps=COST_STEPS, records=2, round=index)
+                 for j in planned]  # fmt: skip
+    timed = {}
+
+    def keep(job, record):
+        status = record.get("status", "failed")
+        log(f"round {job['round']} {job['problem']} {job['weighting']}: "
+            f"{status}")  # fmt: skip
+        if status == "ok":
+            steps, seconds = (
+                record["history"][k] for k in ("steps", "seconds")
+            )
+            by = timed.setdefault((job["problem"], job["round"]), {})
+            per_step = (seconds[-1] - seconds[-2]) / (steps[-1] - steps[-2])
+            by.setdefault(job["weighting"], []).append(per_step)
+
+    harness.map_jobs(run_job, jobs, workers, keep)
+    ratios = {}
+    for (problem, _), found in sorted(timed.items()):
+        none = found.pop("none", [math.nan])
+        none = sum(none) / len(none)
+        for weighting, (seconds,) in found.items():
+            by = ratios.setdefault(problem, {})
+            by.setdefault(weighting, []).append(seconds / none)
+    return ratios
+
+
 # ------------------------------------------------------------ command line
 def main(argv=None):
     """Run the benchmark, or combine or re-render results; the exit code."""
@@ -320,12 +368,18 @@ def main(argv=None):
     rerun = dict(nargs="+", default=[], metavar="PROBLEM/WEIGHTING/SEED")
     add("--rerun", **rerun, help=text)
     add("--rerun-reason", help="why the --rerun runs are made again")
+    text = "time each weighting's step against the plain sum's on each "
+    text += "setting of the output folder's weightings.json, in ROUNDS "
+    text += "interleaved rounds; kept in that file (the equal-time basis)"
+    add("--step-costs", type=int, metavar="ROUNDS", help=text)
     docs = os.path.join(harness.ROOT, "docs")
     harness.add_run_flags(parser, docs)
     args = parser.parse_args(argv)
     args.output_dir = harness.output_location(args, "output_dir", docs)
     if args.rerun and not (args.resume and args.rerun_reason):
         parser.error("--rerun needs --resume and --rerun-reason.")
+    if args.step_costs is not None and args.step_costs < 1:
+        parser.error("--step-costs must be >= 1.")
     for name in ("seeds", "steps", "workers"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be >= 1.")
@@ -343,10 +397,26 @@ def main(argv=None):
         found = {r["weighting"] for r in document["runs"]}
         document["weightings"] = [w for w in WEIGHTINGS if w in found]
         document["planned_runs"] = sum(d["planned_runs"] for d in documents)
+    elif args.step_costs:
+        document = step_costs_run(args, argv)
     else:
         document = run_all(args, argv)
     write_outputs(document, args.output_dir)
     return 130 if document.get("interrupted") else 0
+
+
+def step_costs_run(args, argv):
+    """Measure the step costs of the output folder's runs; the results."""
+    path = os.path.join(args.output_dir, "weightings.json")
+    document, started = harness.read_json(path), time.perf_counter()
+    extra = dict(workers=args.workers, threads=1)
+    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    ratios = measure_step_costs(document, args.step_costs, args.workers, log)
+    part = harness.finish(part, started)
+    found = dict(part=part, rounds=args.step_costs, steps=COST_STEPS)
+    document["step_costs"] = dict(found, ratios=ratios)
+    return document
 
 
 def run_all(args, argv):

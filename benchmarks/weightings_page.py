@@ -15,16 +15,13 @@ from weightings_setup import TUTORIAL_NETWORK
 def error_at(run, budget):
     """The last error a run recorded at or before ``budget`` seconds
     (``nan`` for a run that failed before the budget)."""
-    history = run["history"]
-    found = math.nan
+    history, found = run["history"], math.nan
     for seconds, error in zip(history["seconds"], history["errors"]):
         if seconds > budget:
             break
         found = error
-    stopped = history["seconds"][-1] if history["seconds"] else 0.0
-    if run["status"] != "ok" and stopped <= budget:
-        return math.nan
-    return found
+    stopped = (history["seconds"] or [0.0])[-1]
+    return math.nan if run["status"] != "ok" and stopped <= budget else found
 
 
 def spread(values):
@@ -76,8 +73,7 @@ def analyse(runs, problem, weightings):
             ms_per_step=statistics.median(ms) if ms else None,
             time=statistics.median(times) if times else None,
         )
-    times = [row["time"] for row in rows.values() if row["time"]]
-    budget = min(times) if times else None
+    budget = min((r["time"] for r in rows.values() if r["time"]), default=None)
     base = rows.get("none", {}).get("ms_per_step")
     for row in rows.values():
         row["at_budget"] = [
@@ -186,10 +182,8 @@ def make_figure(problem, analysis, every, path, names=None):
     ax.set_ylabel("relative L2 error")
     ax.set_title(f"{problem}: error against training time")
     ax.grid(True, which="both", alpha=0.25)
-    if names:  # outside the curves
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        ax.legend(fontsize=7, loc="best")
+    outside = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(fontsize=7, **(outside if names else dict(loc="best")))
     harness.save_figure(fig, path)
 
 

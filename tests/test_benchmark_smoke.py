@@ -187,10 +187,6 @@ def check_target_rows(rows, networks, quantities):
             reference = as_number(row[6])
             assert math.isfinite(reference) and reference > 0
             assert limit == pytest.approx(reference + 0.15, abs=2e-3)
-        elif "(without the band +" in row[1]:
-            # the band's rows: the same sketch without it, plus 0.02
-            reference = as_number(row[6])
-            assert limit == pytest.approx(reference + 0.02, abs=2e-3)
         elif len(row) > 6:
             assert row[6] == "—"
 
@@ -254,33 +250,31 @@ def test_step_time_rows_times_only_the_rows_named(tmp_path_factory):
     assert [row[1] for row in rows] == labels
     rows = table_rows(report, "| network | quantity |")
     check_target_rows(rows, ("3×20",), ("time",))
-    # the band's target and the two rows' own amortised targets, no others
-    assert len(rows) == 3
-    assert (
-        sum(
-            "(without the band + 0.02; excess by round" in row[1]
-            for row in rows
-        )
-        == 1
-    )
+    # the two rows' own amortised targets, no others (the band's target
+    # against the sketch without it is retired)
+    assert [row[1] for row in rows] == [
+        f"time, {configurations.LABELS[key]}" for key in (reference, band)
+    ]
 
 
 ONE_BAND = ["parameter_band_every_10", "parameter_every_10"]
 
 
 @pytest.mark.parametrize("rows", [None, ONE_BAND + ["predictor_every_10"]])
-def test_each_band_row_runs_beside_its_reference_alternating(rows):
+def test_band_rows_are_rotated_with_the_other_cheap_rows(rows):
     keys = configurations.measured_keys(dict(rows=rows))
-    for index in range(4):
-        order = step_time.round_order(keys, index)
+    long = [k for k in step_time.LONG_KEYS if k in keys]
+    cheap = len(keys) - 1 - len(long)
+    orders = [step_time.round_order(keys, index) for index in range(4)]
+    for order in orders:
+        # unweighted first and after the cheap rows, the long rows last
         assert sorted(set(order)) == sorted(keys)
-        for band, reference in step_time.BAND_REFERENCES.items():
-            if band not in keys:
-                assert band not in order
-                continue
-            # after its reference in even rounds, before it in odd ones
-            step = 1 if index % 2 == 0 else -1
-            assert order[order.index(reference) + step] == band, order
+        assert order[0] == order[cheap + 1] == "unweighted"
+        assert order[cheap + 2 :] == long
+    # each round's cheap rows, band rows among them, are the last round's
+    # moved on by one place
+    for before, after in zip(orders, orders[1:]):
+        assert after[1 : cheap + 1] == before[2 : cheap + 1] + before[1:2]
 
 
 def periodic_run(key, ordinary, overhead):
@@ -290,7 +284,7 @@ def periodic_run(key, ordinary, overhead):
     return {"key": key, "durations": [refresh] + [ordinary] * 9}
 
 
-def test_band_target_is_the_excess_within_each_run_paired_by_round():
+def test_band_rows_are_held_to_their_amortised_targets_alone():
     band, reference = "predictor_band_every_10", "predictor_every_10"
     settings = dict(configurations.QUICK, warmup=0, steps=10, min_periods=1)
     settings["rows"] = [band, reference]
@@ -311,22 +305,17 @@ def test_band_target_is_the_excess_within_each_run_paired_by_round():
         for index in range(3)
     ]
     _, time, checks = step_time.numbers({"timing": {20: rounds}}, settings, 20)
-    # per-round ratios 1.2, 1.68, 1.2 and 1.573, 1.2, 1.23: their median
-    # difference, paired or not, would be 0.03 (a fail); the excess within
-    # the runs has median 0.01 (a pass)
+    # per-round ratios 1.2, 1.68, 1.2 and 1.573, 1.2, 1.23
     assert time[reference][1] == pytest.approx(1.2)
     assert time[band][1] == pytest.approx(1.23)
-    (check,) = [c for c in checks if "without the band" in c["label"]]
-    assert check["measured"] == pytest.approx(1.2 + 0.01)
-    assert check["limit"] == pytest.approx(1.2 + 0.02)
-    assert check["reference"] == pytest.approx(1.2)
-    # each round's value: the reference's median plus that round's excess,
-    # which the verdict's interval is taken over
-    assert check["rounds"] == pytest.approx([1.21, 1.2, 1.23])
-    # the amortised target of the band row: its own per-round ratios
-    (plain,) = [c for c in checks if c["label"].endswith(
-        "`gradient_band=4`, k = 10 (amortised)")]  # fmt: skip
+    # each row's amortised target and no other: none against the sketch
+    # without the band (retired with the band's default)
+    labels = [f"time, {configurations.LABELS[k]}" for k in (reference, band)]
+    assert [c["label"] for c in checks] == labels
+    # the band row's: its own per-round ratios, against the fixed limit
+    plain = checks[1]
     assert plain["rounds"] == pytest.approx([1.573, 1.2, 1.23], abs=1e-3)
+    assert plain["limit"] == 1.15 and "reference" not in plain
 
 
 def test_peak_memory_alone(tmp_path_factory, quick_report):
@@ -567,7 +556,7 @@ def test_spaced_samples_quick(tmp_path, monkeypatch):
 @pytest.mark.parametrize("problem", ["acoustic_wave", "poisson"])
 def test_cost_studies_build_either_problem(problem):
     # --problem poisson times the band where it acts; the rows without a
-    # band pin gradient_band=None, so the default's band never slips in
+    # band are the default, gradient_band=None
     task = dict(configurations.QUICK, problem=problem, width=8)
     solver, _ = configurations.build_solver(task, "predictor_band_every_10")
     assert type(solver.problem) is configurations.PROBLEMS[problem]
@@ -660,3 +649,29 @@ def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):
     assert pairs == [(third["runs"][1], third["runs"][2])]
     page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
     assert "- poisson, none, seed 0 (part 1): shared the CPU" in page
+
+
+def test_step_costs_are_measured_in_rounds_and_kept_with_the_runs(tmp_path):
+    # a quick run of two weightings on one problem, then --step-costs 2:
+    # each round times none twice and the other once, fresh from seed 0;
+    # the ratios land in the results file beside the runs, which stay
+    flags = "--quick", "--problems", "poisson", "--workers", "1"
+    flags += ("--output-dir", tmp_path)
+    code, _ = run_main(weightings, *flags, "--weightings", "none", "exact")
+    assert code == 0
+    before = harness.read_json(tmp_path / "weightings.json")
+    code, _ = run_main(weightings, *flags, "--step-costs", "2")
+    assert code == 0
+    after = harness.read_json(tmp_path / "weightings.json")
+    assert after["runs"] == before["runs"]
+    found = after["step_costs"]
+    assert (found["rounds"], found["steps"]) == (2, weightings.COST_STEPS)
+    ratios = found["ratios"]["poisson"]["exact"]
+    assert len(ratios) == 2 and all(0 < r < 100 for r in ratios)
+    assert "--step-costs 2" in found["part"]["command"]
+    costs = suite_protocol.step_costs(after)["poisson"]
+    assert costs["none"] == 1 and costs["exact"] == pytest.approx(
+        sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2
+    )
+    with pytest.raises(SystemExit):
+        weightings.main([*map(str, flags), "--step-costs", "0"])

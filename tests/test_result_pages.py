@@ -50,6 +50,7 @@ PAGES = [
         (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
         + ("weightings.py", None)
         for half in ("tuning", "confirmation", "confirmation-2")
+        + ("band-diagnosis",)
     ),
     *(
         (f"{name}.md", f"{name}.json", "weightings.py", None)
@@ -169,22 +170,66 @@ def test_suite_page_is_rendered_from_the_suite_results():
 
 
 def test_the_defaults_runs_are_the_shipped_default_on_every_setting():
-    # the runs under the key "default" are SketchNTKWeighting() as the
-    # library ships it now, five seeds on each confirmation setting: a
-    # change of a default without new runs fails here
+    # the runs the decision reads as the default's are SketchNTKWeighting()
+    # as the library ships it now, five seeds on every setting of both
+    # confirmation halves: a change of a default without new runs fails
     from pina_ntk import SketchNTKWeighting
 
+    documents = suite_page.read_documents(DOCS)
+    default = suite_page.decided(documents)
+    split = suite_page.protocol.read_split()
+    for half in suite_page.protocol.CONFIRMATION:
+        runs = suite_page.protocol.current(documents[half]["runs"])
+        runs = [r for r in runs if r["weighting"] == default]
+        for entry in split[half]:
+            found = {
+                r["seed"] for r in runs if r["problem"] == entry["setting"]
+            }
+            assert found >= set(range(5)), entry["setting"]
+        for run in runs:
+            shipped = weightings.describe_weighting(
+                SketchNTKWeighting(seed=run["seed"])
+            )
+            assert run["weighting_options"] == shipped, run["problem"]
+
+
+def test_the_band_diagnosis_runs_are_the_tuning_halfs_to_the_bit():
+    # docs/weights.md: the diagnosis runs (4,000 steps, with traces) record
+    # the errors of the tuning half's runs (3,000 steps) at every step the
+    # two record, up to 3,000
+    read = harness.read_json
+    tuning = read(os.path.join(DOCS, "suite/tuning/weightings.json"))
+    found = read(os.path.join(DOCS, "suite/band-diagnosis/weightings.json"))
+    earlier = {weightings.key(r): r["history"] for r in tuning["runs"]}
+    assert len(found["runs"]) == 12
+    for run in found["runs"]:
+        history = run["history"]
+        assert history["conditions"]["traces"][-1], weightings.key(run)
+        before = earlier[weightings.key(run)]
+        before = dict(zip(before["steps"], before["errors"]))
+        shared = [(s, e) for s, e in zip(history["steps"], history["errors"])
+                  if s in before and s <= 3000]  # fmt: skip
+        assert len(shared) >= 10
+        assert all(before[s] == e for s, e in shared), weightings.key(run)
+
+
+def test_the_readme_rows_and_divergence_counts_hold_against_the_results():
+    # counted here from the results file, not through the protocol: each
+    # README row's diverged runs, and the rows the README promises
+    block = harness.read_block(
+        os.path.join(ROOT, "README.md"), *suite_page.README_MARKERS
+    )
     document = suite_page.read_documents(DOCS)["confirmation"]
-    runs = [r for r in document["runs"] if "default" in r["weighting"]]
-    split = suite_page.protocol.read_split()["confirmation"]
-    for entry in split:
-        seeds = {r["seed"] for r in runs if r["problem"] == entry["setting"]}
-        assert seeds >= set(range(5)), entry["setting"]
-    for run in runs:
-        shipped = weightings.describe_weighting(
-            SketchNTKWeighting(seed=run["seed"])
-        )
-        assert run["weighting_options"] == shipped, run["problem"]
+    runs = suite_page.protocol.current(document["runs"])
+    rows = [line for line in block.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == len(suite_page.README_ROWS)
+    for row, weighting in zip(rows, suite_page.README_ROWS):
+        mine = [r for r in runs if r["weighting"] == weighting]
+        failed = sum(r["status"] != "ok" for r in mine)
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        expected = f"diverged on {failed} of {len(mine)} runs"
+        assert cells[-1] == (expected if failed else "—"), weighting
+        assert "∞" not in cells
 
 
 # The self-tests: each edit below is one the checks above exist to catch.

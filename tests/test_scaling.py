@@ -34,7 +34,7 @@ def hand_round(exact=True):
     runs = [run("unweighted", [1.0] * 20), run("unweighted", [1.0] * 20)]
     # per period: nine plain steps and one with the sample
     runs.append(run("default", ([1.0] * 9 + [2.5]) * 2))  # mean 1.15
-    runs.append(run("published", ([1.0] * 9 + [2.0]) * 2))  # mean 1.1
+    runs.append(run("band", ([1.0] * 9 + [2.0]) * 2))  # mean 1.1
     runs.append(run("parameter", ([1.0] * 9 + [1.5]) * 2))  # mean 1.05
     for key, value in (
         ("pina_ntk", 1.3),
@@ -54,7 +54,7 @@ def test_round_ratios_by_hand():
         "unweighted": 1.0,
         # period means: the sample's cost spread over its period
         "default": 1.15,
-        "published": 1.1,
+        "band": 1.1,
         "parameter": 1.05,
         # medians: the stray slow step does not count
         "pina_ntk": 1.3,
@@ -93,7 +93,7 @@ def test_summary_floors_and_the_defaults_excess():
     assert summary["rows"]["exact_every_step"]["ratio"] == 50.0
     # floors: 1 + (reference - 1) / 10, per estimator's reference row
     assert summary["floors"]["default"] == pytest.approx(1.06)
-    assert summary["floors"]["published"] == pytest.approx(1.06)
+    assert summary["floors"]["band"] == pytest.approx(1.06)
     assert summary["floors"]["parameter"] == pytest.approx(1.025)
     assert summary["excess"] == pytest.approx(0.09)
     # each round's excess against its own round's floor (1.06 in each)

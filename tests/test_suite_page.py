@@ -1,6 +1,7 @@
-"""The problem suite's page (``benchmarks/suite_page.py``) on a hand-made
-results file: each ratio, verdict and sentence worked out here."""
+"""The problem suite's page (``benchmarks/suite_page.py``) on hand-made
+results files: each ratio, verdict and sentence worked out here."""
 
+import copy
 import math
 import os
 import sys
@@ -14,152 +15,226 @@ SETTINGS = dict(update_every=100, steps=3000, depth=3, width=64, lr=1e-3)
 SETTINGS.update(lr_decay=0.9, lr_decay_steps=1000, records=50, grid=101)
 PART = dict(command="python benchmarks/weightings.py --half confirmation")
 PART.update(date="2026-11-28 02:00 UTC", cpu="a CPU", cpus=2)
-#: Each weighting's last five errors per problem and seed (none's: 1), so
-#: that each run's error (their median) is the value given.
+#: Each weighting's error per problem and seed (none's: 1), constant over
+#: a run's records, so that each run's error is the value given.
 ERRORS = {
     "none": {"p1": (1.0, 1.0), "p2": (1.0, 1.0)},
     "sketch_predictor": {"p1": (0.5, 0.5), "p2": (0.8, 2.0)},
     # worse than none on every seed of p2
     "sketch_band_4": {"p1": (0.25, 0.25), "p2": (2.0, 2.0)},
-    "default": {"p1": (0.5, 0.5), "p2": (0.8, 2.0)},
+    # the runs that stand for band 4 in the first half (its own are left
+    # out): the same errors here
+    "default": {"p1": (0.25, 0.25), "p2": (2.0, 2.0)},
 }
+#: The second confirmation half: one problem, the band level with the
+#: published sketch.
+ERRORS_2 = {
+    "none": {"p3": (1.0, 1.0)},
+    "sketch_predictor": {"p3": (0.5, 0.5)},
+    "sketch_band_4": {"p3": (0.5, 0.5)},
+}
+#: The band's time per step over none's, per round, on p1 (2: at none's
+#: time it has made half its steps); 1 elsewhere.
+COSTS = {"p1": {"sketch_predictor": [1.0, 1.1, 0.9], "sketch_band_4": [2.0]}}
 
 
-def run(problem, weighting, seed, error):
-    history = {"steps": list(range(5)), "seconds": [1.0, 2, 3, 4, 5]}
-    history["errors"] = [error] * 5
-    return dict(problem=problem, weighting=weighting, seed=seed,
-                status="ok", history=history)  # fmt: skip
+def run(problem, weighting, seed, error, status="ok"):
+    """A run of 8 steps, its error recorded at steps 0-8."""
+    history = {"steps": list(range(9)), "seconds": [1.0 + i for i in range(9)]}
+    # until step 4, twice the final error: a run cut at step 4 (equal time
+    # at cost 2) has an error of 2x
+    history["errors"] = [2 * error] * 5 + [error] * 4
+    return dict(problem=problem, weighting=weighting, seed=seed, steps=8,
+                status=status, history=history)  # fmt: skip
 
 
-def document():
+def document(errors=ERRORS, costs=None):
     runs = [
         run(problem, weighting, seed, error)
-        for weighting, problems in ERRORS.items()
-        for problem, errors in problems.items()
-        for seed, error in enumerate(errors)
+        for weighting, problems in errors.items()
+        for problem, values in problems.items()
+        for seed, error in enumerate(values)
     ]
-    return dict(settings=SETTINGS, parts=[PART], runs=runs,
-                problems=["p1", "p2"], weightings=list(ERRORS))  # fmt: skip
+    problems = list(errors["none"])
+    found = dict(settings=SETTINGS, parts=[PART], runs=runs,
+                 problems=problems, weightings=list(errors))  # fmt: skip
+    ratios = {p: {w: [1.0] for w in errors if w != "none"} for p in problems}
+    for problem, by in (costs or {}).items():
+        ratios[problem].update(by)
+    found["step_costs"] = dict(part=PART, rounds=3, steps=400, ratios=ratios)
+    return found
 
 
-def test_the_decision_fails_a_candidate_worse_than_none_on_more_problems():
-    # band 4: geometric mean sqrt(0.25 * 2) = 0.71 below the published
-    # sketch's sqrt(0.5 * sqrt(1.6)) = 0.80, but worse than none on p2 on
-    # every seed where the published sketch is worse on one seed only
-    page = suite_page.render({"confirmation": document()})
-    assert "- `SketchNTKWeighting(gradient_band=4)` fails." in page
-    assert "- `SketchNTKWeighting(gradient_band=None)` passes." in page
-    assert "the default: **`SketchNTKWeighting(gradient_band=None)`**" in page
+def documents():
+    return {
+        "confirmation": document(costs=COSTS),
+        "confirmation-2": document(ERRORS_2),
+    }
+
+
+def row_of(page, start):
+    line = next(line for line in page.splitlines() if line.startswith(start))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_the_decision_takes_both_halves_and_the_three_rules():
+    page = suite_page.render(documents())
+    decision = page[: page.index("## The confirmation half")]
+    assert "On the confirmation and confirmation-2 halves together (3 " in (
+        decision
+    )
+    band = "| `SketchNTKWeighting(gradient_band=4)` | "
+    steps = row_of(decision, band + "steps")
+    # band / published per problem: p1 0.25/0.5, p2 sqrt(2/0.8 * 2/2),
+    # p3 1; geometric mean over the three
+    per = [0.5, math.sqrt(2.5), 1.0]
+    mean = math.prod(per) ** (1 / 3)
+    assert steps[2].startswith(f"{mean:.3g} (")
+    assert steps[3] == f"p2 ({math.sqrt(2.5):.2g})"
+    # worse than none on every seed of p2; the published sketch nowhere
+    assert steps[4] == "1"
+    # (a): p2 and p3 above 0.5 in every draw's mix leave the upper end
+    # above 1 (the draw of p2 alone: 1.58); (b): 1.58 > 1.25; (c): 1 > 0
+    assert steps[5:] == ["**fail**"] * 3
+    # at equal time the band's p1 runs are cut at step 4 (cost 2): twice
+    # the error, so p1's ratio to the published sketch is 1, not 0.5
+    time = row_of(decision, band + "time")
+    assert time[2].startswith(f"{(math.sqrt(2.5)) ** (1 / 3):.3g} (")
+    assert "The default: **`SketchNTKWeighting(gradient_band=None)`**" in (
+        decision
+    )
+
+
+def test_a_band_that_passes_becomes_the_default():
+    better = copy.deepcopy(ERRORS)
+    better["default"]["p2"] = (0.4, 1.0)  # 0.5x published
+    better_2 = copy.deepcopy(ERRORS_2)
+    better_2["sketch_band_4"]["p3"] = (0.3, 0.3)
+    found = {
+        "confirmation": document(better),
+        "confirmation-2": document(better_2),
+    }
+    page = suite_page.render(found)
+    steps = row_of(page, "| `SketchNTKWeighting(gradient_band=4)` | steps")
+    assert steps[5:] == ["pass"] * 3
+    assert "The default: **`SketchNTKWeighting(gradient_band=4)`**" in page
 
 
 def test_the_summary_table_holds_the_paired_geometric_means():
-    page = suite_page.render({"confirmation": document()})
-    row = next(
-        line
-        for line in page.splitlines()
-        if line.startswith("| `SketchNTKWeighting(gradient_band=4)`")
-    )
-    cells = [c.strip() for c in row.strip("|").split("|")]
+    page = suite_page.render(documents())
+    half = page[page.index("## The confirmation half") :]
+    cells = row_of(half, "| `SketchNTKWeighting(gradient_band=4)`")
     # ÷ none: sqrt(0.25 * 2); ÷ published: sqrt(0.5 * (2 / sqrt(1.6)))
-    assert cells[1] == "2"
-    assert cells[2] == f"{math.sqrt(0.5):.2g}"
-    assert cells[3] == f"{math.sqrt(0.5 * 2 / math.sqrt(1.6)):.2g}"
-    assert cells[4] == "p2 (2)"
-    assert cells[5] == "1 (p2)"
+    assert cells[1:3] == ["2", "—"]
+    assert cells[3].startswith(f"{math.sqrt(0.5):.2g} (")
+    assert cells[4].startswith(f"{math.sqrt(0.5 * 2 / math.sqrt(1.6)):.2g} (")
+    assert cells[5] == "p2 (2)"
+    assert cells[6] == "1 (p2)"
+    # at equal time p1's band runs stop at step 4 (cost 2): 0.5 to none
+    assert cells[7].startswith(f"{math.sqrt(0.5 * 2):.2g} (")
 
 
 def test_the_per_problem_table_gives_the_seeds_range():
-    page = suite_page.render({"confirmation": document()})
-    row = next(
-        line
-        for line in page.splitlines()
-        if line.startswith("| `SketchNTKWeighting(gradient_band=None)` | 0.5")
-    )
+    page = suite_page.render(documents())
+    half = page[page.index("## The confirmation half") :]
+    cells = row_of(half, "| `SketchNTKWeighting(gradient_band=None)` | 0.5")
     # p2: geometric mean of 0.8 and 2.0, range 0.8-2
-    assert f"{math.sqrt(1.6):.2g} (0.8–2)" in row
+    assert cells[2] == f"{math.sqrt(1.6):.2g} (0.8–2)"
 
 
-def test_the_page_names_the_problems_the_default_loses():
-    page = suite_page.render({"confirmation": document()})
-    losses = page[page.index("Where the default still loses") :]
-    # on p1 band 4 is lower than the decided default (0.25 < 0.5); on p2
-    # the default is above none (sqrt(1.6) > 1) and nothing is lower
-    assert "- p1: the default's ratio to none is 0.5; lower: " in losses
-    assert "`SketchNTKWeighting(gradient_band=4)` (0.25)" in losses
-    assert "- p2: the default's ratio to none is 1.26; lower: no weighting" in (
-        losses
+def test_the_step_costs_are_shown_with_their_rounds():
+    page = suite_page.render(documents())
+    half = page[page.index("## The confirmation half") :]
+    assert "median over 3 interleaved rounds (range), each run 400 steps" in (
+        half
     )
+    cells = row_of(half, "| p1 |")
+    assert cells[1:] == ["1.00 (0.90–1.10)", "2.00 (2.00–2.00)"]
 
 
-def test_the_readme_block_shows_the_default_and_the_plain_sum():
-    block = suite_page.readme_block({"confirmation": document()})
+def test_the_page_names_the_problems_the_default_loses_at_both_bases():
+    page = suite_page.render(documents())
+    steps = page[page.index("Where the default still loses (equal steps") :]
+    steps = steps[: steps.index("Where the default still loses (equal time")]
+    # on p1 band 4 is lower than the default (0.25 < 0.5); on p2 the
+    # default is above none (sqrt(1.6) > 1) and nothing else is lower
+    assert "- p1: the default's ratio to none is 0.5; lower: " in steps
+    assert "`SketchNTKWeighting(gradient_band=4)` (0.25)" in steps
+    assert "- p2: the default's ratio to none is 1.26; lower: no weighting" in (
+        steps
+    )
+    assert "p3" not in steps  # level with the band
+    # at equal time the band's p1 runs are cut: 0.5, level, not lower
+    time = page[page.index("Where the default still loses (equal time") :]
+    time = time[: time.index("## The confirmation half")]
+    assert "- p1" not in time and "- p2" in time
+
+
+def test_a_diverged_run_is_counted_not_infinite():
+    found = documents()
+    failed = run("p1", "default", 2, 0.1, status="failed")
+    found["confirmation"]["runs"] += [failed, run("p1", "none", 2, 1.0)]
+    page = suite_page.render(found)
+    half = page[page.index("## The confirmation half") :]
+    cells = row_of(half, "| `SketchNTKWeighting(gradient_band=4)`")
+    assert cells[2] == "diverged on 1 of 5 runs"
+    assert cells[3].startswith(f"{math.sqrt(0.5):.2g} (")  # as before
+    block = suite_page.readme_block(found)
+    cells = row_of(block, "| `SketchNTKWeighting(gradient_band=4)`")
+    assert cells[1] == f"{math.sqrt(0.5):.2g}"
+    assert cells[-1] == "diverged on 1 of 5 runs"
+
+
+def test_the_readme_block_shows_its_rows_and_the_decision():
+    block = suite_page.readme_block(documents())
     lines = [line for line in block.splitlines() if line.startswith("|")]
-    rows = lines[2:]  # after the header and its rule
-    assert [row.split("|")[1].strip() for row in rows] == [
+    assert [line.split("|")[1].strip() for line in lines[2:]] == [
         "no weighting",
-        "`SketchNTKWeighting()`, the default",
+        "`SketchNTKWeighting(gradient_band=4)`",
+        "`SketchNTKWeighting(gradient_band=None)`, the default",
     ]
-    # the default: sqrt(0.5 * sqrt(1.6)) at equal steps, worse on no
-    # problem on every seed
-    assert f"| {math.sqrt(0.5 * math.sqrt(1.6)):.2g} |" in rows[1]
-    assert rows[1].endswith("| 0 of 2 |")
+    # the default: sqrt(0.5 * sqrt(1.6)) at equal steps and time (cost
+    # 1), worse than none on no problem at either basis, none diverged
+    cells = row_of(block, "| `SketchNTKWeighting(gradient_band=None)`")
+    bar = f"{math.sqrt(0.5 * math.sqrt(1.6)):.2g}"
+    assert cells[1:] == [bar, bar, "0", "0", "—"]
+    assert "Over both confirmation halves (3 problems)" in block
 
 
 def test_a_superseded_run_is_left_out_and_its_errors_compared():
-    found = document()
+    found = documents()
     # an earlier run of band 4 on p1, seed 0, with another error: left out
     # of the ratios (which stay those of the rerun), counted on the page
-    earlier = run("p1", "sketch_band_4", 0, 0.9)
+    earlier = run("p1", "default", 0, 0.9)
     earlier["superseded"] = {"part": 1, "reason": "shared the CPUs"}
-    found["runs"].insert(0, earlier)
-    page = suite_page.render({"confirmation": found})
+    found["confirmation"]["runs"].insert(0, earlier)
+    page = suite_page.render(found)
     assert "the bit on 0 of them." in page
     assert "1 more superseded by a rerun" in page
-    assert page == suite_page.render({"confirmation": document()}).replace(
-        "0 more superseded", "1 more superseded"
+    assert page == suite_page.render(documents()).replace(
+        "0 more superseded", "1 more superseded", 1
     ).replace(
         "points.\n\n",
         "points.\n\nThe errors the 1 superseded runs recorded are those of "
         "their reruns to the bit on 0 of them.\n\n",
+        1,
     )
 
 
-def test_without_runs_of_the_shipped_default_the_decided_candidate_shows():
-    found = document()
-    found["runs"] = [r for r in found["runs"] if r["weighting"] != "default"]
-    block = suite_page.readme_block({"confirmation": found})
-    assert "| `SketchNTKWeighting(gradient_band=None)`, the default |" in block
-
-
-def test_the_shipped_defaults_runs_are_compared_with_the_decided_candidate():
-    # the hand-made default runs copy the published sketch's errors, which
-    # is the candidate decided here: 4 of 4; with one changed, 3 of 4
-    page = suite_page.render({"confirmation": document()})
-    assert (
-        "`SketchNTKWeighting(gradient_band=None)` to the bit on 4 of them"
-        in (page)
+def test_the_bands_runs_in_the_first_half_are_those_of_the_earlier_default():
+    found = documents()
+    for r in found["confirmation"]["runs"]:
+        if r["weighting"] == "sketch_band_4" and r["problem"] == "p1":
+            r["history"]["errors"] = [0.01] * 9  # left out: no effect
+    page = suite_page.render(found)
+    assert page.replace("on 2 of them", "on 4 of them") == suite_page.render(
+        documents()
     )
-    found = document()
-    changed = next(r for r in found["runs"] if r["weighting"] == "default")
-    changed["history"]["errors"] = [0.7] * 5
-    page = suite_page.render({"confirmation": found})
-    assert "to the bit on 3 of them" in page
-
-
-def test_the_shipped_defaults_own_runs_take_the_same_test():
-    # the hand-made default runs are the published sketch's: they pass, at
-    # its ratio sqrt(0.5 * sqrt(1.6)); worse than none on every seed of p1
-    # as well, they are worse on more problems than the published sketch
-    bar = f"{math.sqrt(0.5 * math.sqrt(1.6)):.2g}"
-    page = suite_page.render({"confirmation": document()})
     assert (
-        "- `SketchNTKWeighting()` as shipped (runs `default`) passes the "
-        f"same test: {bar} at equal steps, the published sketch {bar}."
+        "runs are the 4 of `SketchNTKWeighting()` when it defaulted to the "
+        "band (key `default`)"
     ) in page
-    found = document()
-    for r in found["runs"]:
-        if r["weighting"] == "default" and r["problem"] == "p1":
-            r["history"]["errors"] = [1.5] * 5
-    page = suite_page.render({"confirmation": found})
-    assert "(runs `default`) fails the same test: " in page
+    assert "| `SketchNTKWeighting()`" not in page
+    # the second half has no such runs: its band runs are its own
+    half = page[page.index("## The confirmation-2 half") :]
+    assert "key `default`" not in half

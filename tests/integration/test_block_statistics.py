@@ -99,13 +99,13 @@ def test_the_band_applies_to_stationary_problems_only():
     assert is_stationary(ShapesProblem())
     assert is_stationary(None)
     # the weighting reads it at set_conditions
-    weighting = SketchNTKWeighting()
+    weighting = SketchNTKWeighting(gradient_band=4)
     assert weighting.band_applies()
     weighting.set_conditions(["pde"], WaveProblem())
     assert not weighting.band_applies()
     weighting.set_conditions(["D", "boundary"], HelmholtzProblem())
     assert weighting.band_applies()
-    assert not SketchNTKWeighting(gradient_band=None).band_applies()
+    assert not SketchNTKWeighting().band_applies()  # off by default
 
 
 def test_rayleigh_blocks_of_each_option():

@@ -375,9 +375,8 @@ display(Markdown(kernel_check(MembraneProblem, MEMBRANE_POINTS)))
 #
 # * `None`: every condition's loss has weight 1;
 # * `SketchNTKWeighting()`: pina-ntk's default, sketched NTK traces in a
-#   moving average, with its spaced-update safeguard and, on a stationary
-#   problem like this one, a factor within $[\tfrac14, 4]$ toward equal
-#   loss-gradient norms;
+#   moving average with its spaced-update safeguard, the weights as
+#   published (`gradient_band=None`);
 # * `SelfAdaptiveWeighting()`: PINA's rule, with its default update at
 #   every step: each condition's weight is the sum of the conditions'
 #   loss-gradient norms over its own (the problem suite runs it with
@@ -827,12 +826,12 @@ display(
 # The suite's time-dependent settings are where the default moves the
 # error least (`burgers`, `convection_fast` and `heat_inverse` in
 # [the suite's per-problem table](../../docs/suite.md#the-confirmation-half)).
-# Part of the reason is by design: the gradient band of
-# `SketchNTKWeighting()` acts on stationary problems only (an error in the
-# initial data travels through the whole time domain, and equalising
-# gradient norms would lower the weights of the initial and boundary
-# data), so on a problem with a temporal variable the default trains the
-# plain sketched NTK weights
+# The option that reacts to the losses, `gradient_band` (off by default),
+# does not help there by design: it acts on stationary problems only (an
+# error in the initial data travels through the whole time domain, and
+# equalising gradient norms would lower the weights of the initial and
+# boundary data), so on a problem with a temporal variable every
+# `SketchNTKWeighting` trains the sketched NTK weights
 # ([The weights](../../docs/weights.md#a-gradient-norm-factor-in-a-band)).
 #
 # The example is the advection-diffusion of a decaying travelling wave,
@@ -904,8 +903,8 @@ WAVE_POINTS = {"interior": 300, "initial": 40, "ends": 40}
 temporal = TravellingWaveProblem().temporal_variables
 display(
     Markdown(
-        f"Temporal variables: `{temporal}`, so the gradient band of "
-        f"`SketchNTKWeighting()` {'does not act' if temporal else 'acts'}."
+        f"Temporal variables: `{temporal}`, so `gradient_band`, if set, "
+        f"{'would not act' if temporal else 'would act'}."
         "\n\n" + kernel_check(TravellingWaveProblem, WAVE_POINTS)
     )
 )
@@ -941,10 +940,12 @@ display(
 #
 # The recipe of this notebook carries over to any PINA problem:
 #
-# 1. **Is it stationary?** `problem.temporal_variables` empty: the
-#    default's gradient band acts; otherwise the default trains the
-#    sketched NTK weights alone, which the suite finds to move the error
-#    least.
+# 1. **Is it stationary?** `problem.temporal_variables` empty:
+#    `gradient_band=4` can help where a boundary or data loss stalls in the
+#    first hundreds of steps while the weights stay put
+#    ([where the band helps](../../docs/weights.md#where-the-band-helps-and-where-it-hurts));
+#    on a time-dependent problem the sketched NTK weights are all there is,
+#    and the suite finds them to move the error least there.
 # 2. **Does the kernel see an imbalance?** `solver_ntk_weights(solver)`
 #    at initialisation and after a short pilot of plain training: weights
 #    within a small factor of each other leave the weighting little to
