@@ -181,7 +181,7 @@ def cost_lines(document):
         "Time per step over the plain sum's, the basis of equal time: "
         f"median over {found['rounds']} interleaved rounds (range), each "
         f"run {found['steps']} steps from seed 0, timed over its second "
-        "half, one thread, one run at a time:",
+        "half:",
         "",
         *harness.header_lines(found["part"]),
         "",
@@ -297,12 +297,17 @@ def with_band_runs(half, document):
     return dict(document, runs=kept, band_note=[note, ""])
 
 
+def decision(documents):
+    """``(both, summary, default, checks)``: the confirmation halves as one
+    document, the summary of every weighting run there, and the decision."""
+    both = combined(documents)
+    summary = summary_of(both, [*dict.fromkeys([*ran(both), *CANDIDATES])])
+    return both, summary, *protocol.decide(summary, CANDIDATES)
+
+
 def decision_lines(documents):
     """The decision on the confirmation halves together, from their runs."""
-    both = combined(documents)
-    weightings = list(dict.fromkeys([*ran(both), *CANDIDATES]))
-    summary = summary_of(both, weightings)
-    default, checks = protocol.decide(summary, CANDIDATES)
+    both, summary, default, checks = decision(documents)
     halves = [h for h in protocol.CONFIRMATION if h in documents]
     header, rows = ["weighting", "basis", "÷ published", "worst problem"], []
     header += ["worse than none", "(a)", "(b)", "(c)"]
@@ -365,7 +370,7 @@ def decision_lines(documents):
 def decided(documents):
     """The default the protocol decides on the confirmation halves."""
     documents = {h: with_band_runs(h, d) for h, d in documents.items()}
-    return decision_lines(documents)[1]
+    return decision(documents)[2]
 
 
 def render(documents):
@@ -420,7 +425,7 @@ def readme_block(documents, page=f"docs/{PAGE}"):
     half's summary for :data:`README_ROWS` and the decision's numbers."""
     documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     document = documents["confirmation"]
-    default = decided(documents)
+    both, overall, default, checks = decision(documents)
     shown = [w for w in README_ROWS if w in complete(document)]
     summary, rows = summary_of(document, shown), []
     for w in shown:
@@ -430,13 +435,9 @@ def readme_block(documents, page=f"docs/{PAGE}"):
         cells += [str(len(found["worse_than_none"])) for found in (steps, time)]
         rows.append(cells + [diverged(summary[w])])
     header = ["weighting", "÷ none, equal steps", "÷ none, equal time"]
-    header += ["worse than none (steps)", "worse than none (time)"]
-    header.append("diverged")
-    both = combined(documents)
-    summary = summary_of(both, [*CANDIDATES, protocol.PUBLISHED])
-    checks = protocol.decide(summary, CANDIDATES)[1][BAND].items()
-    failed = ", ".join(rule for rule, ok in checks if not ok) or "none"
-    found = summary[BAND]["steps"]
+    header += ["worse than none (steps)", "worse than none (time)", "diverged"]
+    failed = [rule for rule, ok in checks[BAND].items() if not ok]
+    failed, found = ", ".join(failed) or "none", overall[BAND]["steps"]
     return "\n".join([
         f"![each weighting's error ratio per problem](docs/{FIGURE})",
         "",

@@ -216,7 +216,7 @@ def summarise(runs, weightings, problems, costs=None):
                     found[against][problem] = ratios
             means = {
                 against: {
-                    p: geometric_mean(finite(r)) if finite(r) else math.inf
+                    p: geometric_mean(finite(r) or [math.inf])
                     for p, r in by.items()
                 }
                 for against, by in found.items()

@@ -398,17 +398,19 @@ def main(argv=None):
         document["weightings"] = [w for w in WEIGHTINGS if w in found]
         document["planned_runs"] = sum(d["planned_runs"] for d in documents)
     elif args.step_costs:
-        document = step_costs_run(args, argv)
+        path = os.path.join(args.output_dir, "weightings.json")
+        if not os.path.isfile(path):
+            parser.error(f"--step-costs times the runs of {path}: not found.")
+        document = step_costs_run(args, argv, harness.read_json(path))
     else:
         document = run_all(args, argv)
     write_outputs(document, args.output_dir)
     return 130 if document.get("interrupted") else 0
 
 
-def step_costs_run(args, argv):
-    """Measure the step costs of the output folder's runs; the results."""
-    path = os.path.join(args.output_dir, "weightings.json")
-    document, started = harness.read_json(path), time.perf_counter()
+def step_costs_run(args, argv, document):
+    """``document`` with the step costs of its settings and weightings."""
+    started = time.perf_counter()
     extra = dict(workers=args.workers, threads=1)
     part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     log = functools.partial(print, file=sys.stderr, flush=True)

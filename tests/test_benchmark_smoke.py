@@ -675,3 +675,7 @@ def test_step_costs_are_measured_in_rounds_and_kept_with_the_runs(tmp_path):
     )
     with pytest.raises(SystemExit):
         weightings.main([*map(str, flags), "--step-costs", "0"])
+    with pytest.raises(SystemExit):  # no results to time
+        weightings.main(
+            ["--step-costs", "1", "--output-dir", str(tmp_path / "none")]
+        )
