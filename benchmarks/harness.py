@@ -257,11 +257,6 @@ def header_lines(part):
     ]
 
 
-def fmt(value, digits=2):
-    """:return: ``value`` with ``digits`` decimals. :rtype: str"""
-    return f"{value:.{digits}f}"
-
-
 def bootstrap_interval(values, level=0.9, resamples=2000, seed=0):
     """:return: ``(low, high)``, the percentile bootstrap interval at
     ``level`` of the median of ``values`` (one per round or seed), seeded:
@@ -369,7 +364,7 @@ def page_block(path, script):
 
 def add_run_flags(parser, output_dir=None):
     """Add the flags the scripts share; with ``output_dir`` (the default of
-    ``--output-dir``) also ``--workers`` and ``--combine``."""
+    ``--output-dir``) also ``--workers``."""
     add = parser.add_argument
     add("--quick", action="store_true", help="a smoke run")
     add("--machine-label", help="the machine's name (default: CPU model, CPUs)")
@@ -379,8 +374,6 @@ def add_run_flags(parser, output_dir=None):
         add("--output-dir", help=text)
         workers = "worker processes at once, one torch thread each (default 2)"
         add("--workers", type=int, default=2, help=workers)
-        combine = "render the results files of runs made elsewhere as one page"
-        add("--combine", nargs="+", metavar="JSON", help=combine)
 
 
 def output_location(args, flag, default):

@@ -6,13 +6,11 @@ Runs ``mutmut`` (see ``pyproject.toml``) and writes every mutant's status to
 ``docs/mutation-equivalents.md``, to ``docs/mutation-testing.md``::
 
     python benchmarks/mutation_score.py              # about 6 min, 2 cores
-    python benchmarks/mutation_score.py --no-run     # the last run's statuses
     python benchmarks/mutation_score.py --from-json docs/mutation-testing.json
 """
 
 import argparse
 import collections
-import glob
 import os
 import re
 import subprocess
@@ -108,11 +106,10 @@ def render(document):
 
 
 def main(argv=None):
-    """Run mutmut (or not), write the results file and the page."""
+    """Run mutmut, write the results file and the page."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add = parser.add_argument
     add("--workers", type=int, default=2, help="mutmut's --max-children")
-    add("--no-run", action="store_true", help="reuse the last run's statuses")
     add("--from-json", metavar="JSON", help="render the page from this file")
     args = parser.parse_args(argv)
     if args.from_json:
@@ -121,14 +118,9 @@ def main(argv=None):
         started = time.perf_counter()
         shown = sys.argv[1:] if argv is None else argv
         part = harness.provenance(SCRIPT, shown, workers=args.workers)
-        if args.no_run:  # date the last run's statuses by its end
-            metas = os.path.join(harness.ROOT, "mutants", "**", "*.meta")
-            metas = glob.glob(metas, recursive=True)
-            part["date"] = harness.now(max(map(os.path.getmtime, metas)))
-        else:
-            command = ["mutmut", "run", "--max-children", str(args.workers)]
-            subprocess.run(command, cwd=harness.ROOT, check=True)
-            part = harness.finish(part, started)
+        command = ["mutmut", "run", "--max-children", str(args.workers)]
+        subprocess.run(command, cwd=harness.ROOT, check=True)
+        part = harness.finish(part, started)
         document = dict(script=SCRIPT, parts=[part], statuses=mutant_statuses())
         document["equivalent"] = equivalent_mutants()
         harness.write_json(RESULTS, document)

@@ -83,7 +83,6 @@ def main(argv=None):
     steps = dict(type=int, nargs="+", default=[1, 2000])
     add("--steps", **steps, help="default 1 2000")
     add("--seed", type=int, default=0, help="default: 0")
-    add("--threads", type=int, default=1, help="torch threads (default: 1)")
     add("--write", action="store_true", help="write its JSON and page in docs/")
     harness.add_run_flags(parser)
     args = parser.parse_args(argv)
@@ -95,9 +94,8 @@ def main(argv=None):
         return 0
     if any(s < 1 for s in args.steps):
         parser.error("argument --steps: every value must be at least 1")
-    torch.set_num_threads(args.threads)
     start = time.perf_counter()
-    extra = dict(device="cpu", threads=args.threads)
+    extra = dict(device="cpu", threads=torch.get_num_threads())
     part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     rows = []
     for steps in args.steps:

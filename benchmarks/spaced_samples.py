@@ -141,9 +141,8 @@ def render(record):
 
 def plot(runs, path):
     """Sketched vs exact weights along the seed-0 runs."""
-    from matplotlib import figure, rcParams
+    from matplotlib import figure
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
     tracked = [r for r in runs if r["tracked"]["steps"]]
     if not tracked:
         return
@@ -151,16 +150,14 @@ def plot(runs, path):
     ks = sorted({r["every"] for r in tracked})
     fig = figure.Figure(figsize=(4.2 * len(ks), 3.4 * len(estimators)))
     axes = fig.subplots(len(estimators), len(ks), sharey=True, squeeze=False)
-    colours = rcParams["axes.prop_cycle"].by_key()["color"]
     for run in tracked:
         ax = axes[estimators.index(run["estimator"])][ks.index(run["every"])]
         data, steps = run["tracked"], run["tracked"]["steps"]
         for i, name in enumerate(data["exact"][0]):
-            colour = colours[i % len(colours)]
             sketch = [w.get(name, float("nan")) for w in data["sketch"]]
-            ax.plot(steps, sketch, color=colour, lw=1.5, label=name)
+            ax.plot(steps, sketch, color=f"C{i}", lw=1.5, label=name)
             exact = [w[name] for w in data["exact"]]
-            ax.plot(steps, exact, color=colour, ls="none", marker="o", ms=3)
+            ax.plot(steps, exact, color=f"C{i}", ls="none", marker="o", ms=3)
         ax.set_yscale("log")
         ax.set_title(f"{run['estimator']}, k = {run['every']}")
         ax.set_xlabel("optimisation step")
@@ -198,6 +195,7 @@ def main(argv=None):
     add("--seeds", nargs="+", type=int, default=SEEDS)
     docs = os.path.join(harness.ROOT, "docs")
     harness.add_run_flags(parser, docs)
+    add("--combine", nargs="+", metavar="JSON", help="one page of these")
     args = parser.parse_args(argv)
     args.output_dir = harness.output_location(args, "output_dir", docs)
     if args.from_json:

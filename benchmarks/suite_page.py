@@ -32,12 +32,6 @@ README_MARKERS = ("<!-- suite -->", "<!-- /suite -->")
 #: default, fixed before the confirmation halves were run.
 CANDIDATES = ("sketch_band_4",)
 BAND = CANDIDATES[0]
-#: Per half, the key of ``gradient_band=4``'s runs as the band is computed
-#: now: in the first confirmation half, those of ``SketchNTKWeighting()``
-#: when it defaulted to the band, made again on the stationary settings
-#: once the band read its gradients off the training step; its
-#: ``sketch_band_4`` runs there predate that change.
-BAND_RUNS = {"confirmation": "default"}
 #: The README table's rows, from the first confirmation half (where every
 #: weighting ran): the plain sum, PINA's rules, Wang et al.'s exact
 #: weights, the band, the published sketch.
@@ -114,11 +108,8 @@ def summary_table(summary, document, weightings):
             for against in ("to_none", "to_published"):
                 cells.append(interval(found[against],
                                       found[f"{against}_interval"]))  # fmt: skip
-            cells.append(
-                f"{worst} ({ratio(found['per_problem'][worst])})"
-                if worst
-                else "—"
-            )
+            cells.append(f"{worst} ({ratio(found['per_problem'][worst])})"
+                         if worst else "—")  # fmt: skip
             cells.append(f"{len(worse)}{listed}")
         rows.append(cells)
     return harness.markdown_table(header, rows)
@@ -244,7 +235,6 @@ def half_section(half, document):
         f" times on a grid of about {settings['grid']}² points.",
         "",
         *(reruns if superseded else []),
-        *document.get("band_note", []),
         "The problems each weighting ran on, its diverged runs (left out of "
         "the ratios, counted as worse than none); the geometric mean over "
         "the problems of the paired error ratio with its "
@@ -267,34 +257,6 @@ def half_section(half, document):
             "",
         ]
     return lines
-
-
-def with_band_runs(half, document):
-    """``document`` with ``gradient_band=4``'s runs those of
-    :data:`BAND_RUNS` (the band's other runs left out), and a sentence
-    saying so (``band_note``)."""
-    source, runs = BAND_RUNS.get(half), document["runs"]
-    if not any(r["weighting"] == source for r in runs):
-        return document
-    earlier = {
-        key(r)[::2]: r["history"]["errors"]
-        for r in protocol.current(runs)
-        if r["weighting"] == BAND
-    }
-    moved = [dict(r, weighting=BAND) for r in runs if r["weighting"] == source]
-    kept = [r for r in runs if r["weighting"] not in (source, BAND)] + moved
-    moved = protocol.current(moved)
-    same = sum(r["history"]["errors"] == earlier.get(key(r)[::2])
-               for r in moved)  # fmt: skip
-    note = (
-        f"In this half `gradient_band=4`'s runs are the {len(moved)} of "
-        "`SketchNTKWeighting()` when it defaulted to the band (key "
-        f"`{source}`), made with the band as it is computed now; its "
-        "`sketch_band_4` runs, made before the band read its gradients off "
-        f"the training step, recorded the same errors on {same} of them "
-        "(where the band does not act) and are left out."
-    )
-    return dict(document, runs=kept, band_note=[note, ""])
 
 
 def decision(documents):
@@ -323,29 +285,18 @@ def decision_lines(documents):
             row.append(f"{top} ({ratio(worst[top])})" if top else "—")
             row.append(str(len(found["worse_than_none"])))
             verdicts = checks.get(weighting, {})
-            row += [
-                (
-                    ("pass" if verdicts[f"{rule} ({basis})"] else "**fail**")
-                    if verdicts
-                    else "the bar"
-                )
-                for rule in "abc"
-            ]
+            row += [("pass" if verdicts[f"{rule} ({basis})"] else "**fail**")
+                    if verdicts else "the bar" for rule in "abc"]  # fmt: skip
             rows.append(row)
     lines = [
         "## The decision",
         "",
         f"On the {' and '.join(halves)} halves together "
-        f"({len(both['problems'])} settings, every run of each weighting): "
-        "a candidate replaces the published sketch "
-        f"(`SketchNTKWeighting(gradient_band=None)`) as the default only "
-        "if, at equal steps and at equal time, (a) its geometric-mean ratio "
-        "to the published sketch is below 1 and the upper end of its "
-        f"{harness.LEVEL:.0%} paired bootstrap interval (problems, then "
-        "seeds) at most 1, (b) no problem has it above "
-        f"{protocol.WORST_PROBLEM:g}× the published sketch, and (c) it is "
-        "worse than none (on every seed) on no more problems. The rule was "
-        "fixed before the second confirmation half was run.",
+        f"({len(both['problems'])} settings, every run of each weighting), "
+        "by the protocol's rule: (a) the ratio to the published sketch "
+        f"below 1, the upper end of its {harness.LEVEL:.0%} interval at most "
+        f"1; (b) no problem above {protocol.WORST_PROBLEM:g}×; (c) worse "
+        "than none on no more problems.",
         "",
         *harness.markdown_table(header, rows),
         "",
@@ -367,15 +318,8 @@ def decision_lines(documents):
     return lines, default
 
 
-def decided(documents):
-    """The default the protocol decides on the confirmation halves."""
-    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
-    return decision(documents)[2]
-
-
 def render(documents):
     """The page's block from ``{half: document}``."""
-    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     lines = [f"![each weighting's ratio]({FIGURE})", ""]
     if "confirmation" in documents:
         lines += decision_lines(documents)[0]
@@ -423,7 +367,6 @@ def make_figure(document, path, default):
 def readme_block(documents, page=f"docs/{PAGE}"):
     """README.md's block: the figure, a table of the first confirmation
     half's summary for :data:`README_ROWS` and the decision's numbers."""
-    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     document = documents["confirmation"]
     both, overall, default, checks = decision(documents)
     shown = [w for w in README_ROWS if w in complete(document)]
@@ -475,7 +418,6 @@ def main(argv=None):
     parser.add_argument("--readme", nargs="?", metavar="FILE", const=readme)
     args = parser.parse_args(argv)
     documents = read_documents(args.docs)
-    documents = {h: with_band_runs(h, d) for h, d in documents.items()}
     if "confirmation" not in documents:
         parser.error(
             f"no {RESULTS.format(half='confirmation')} under "
@@ -483,7 +425,7 @@ def main(argv=None):
         )
     path = os.path.join(args.docs, PAGE)
     harness.write_page(path, SCRIPT, render(documents), TITLE)
-    default = decided(documents)
+    default = decision(documents)[2]
     figure = os.path.join(args.docs, FIGURE)
     make_figure(documents["confirmation"], figure, default)
     if args.readme:

@@ -215,14 +215,10 @@ def _disc(radius, surface=False):
 
 
 class Annulus(Difference):
-    """PINA's :class:`Difference` of two concentric :class:`EllipsoidDomain`
-    discs, its rejection sampling vectorised (PINA tests the points one by one:
-    about 1 s for 600, too slow to draw at every step) and its ``range`` the
-    bounding box, as a :class:`CartesianDomain`'s.
-
-    :param float inner: The inner radius.
-    :param float outer: The outer radius.
-    """
+    """PINA's :class:`Difference` of concentric :class:`EllipsoidDomain` discs
+    of radii ``inner`` and ``outer``, its rejection sampling vectorised (PINA
+    tests the points one by one: about 1 s for 600, too slow to draw at every
+    step), its ``range`` the bounding box, as a :class:`CartesianDomain`'s."""
 
     def __init__(self, inner, outer):
         self.radii = (inner, outer)

@@ -214,23 +214,17 @@ def summarise(runs, weightings, problems, costs=None):
                 ratios = problem_ratios(pairs, basis, costs.get(problem))
                 if ratios:
                     found[against][problem] = ratios
-            means = {
-                against: {
-                    p: geometric_mean(finite(r) or [math.inf])
-                    for p, r in by.items()
-                }
-                for against, by in found.items()
-            }
-            per_problem = means[NONE]
+            means = {a: {p: geometric_mean(finite(r) or [math.inf])
+                         for p, r in by.items()}
+                     for a, by in found.items()}  # fmt: skip
+            per_problem, published = means[NONE], means[PUBLISHED]
             entry[basis] = {
                 "to_none": geometric_mean(finite(per_problem.values())),
                 "to_none_interval": paired_interval(found[NONE]),
-                "to_published": geometric_mean(
-                    finite(means[PUBLISHED].values())
-                ),
+                "to_published": geometric_mean(finite(published.values())),
                 "to_published_interval": paired_interval(found[PUBLISHED]),
                 "per_problem": per_problem,
-                "per_problem_published": means[PUBLISHED],
+                "per_problem_published": published,
                 "worst": max(per_problem, key=per_problem.get, default=None),
                 "worse_than_none": [
                     p for p, r in found[NONE].items() if all(v > 1 for v in r)

@@ -3,19 +3,17 @@
 import os
 
 import harness
-from harness import fmt, markdown_table
+from harness import markdown_table
 
 
 def method_link(output):
     """The link to ``docs/benchmark-method.md`` from a page at ``output``:
     relative in the repository, the repository path otherwise."""
-    target = "docs/benchmark-method.md"
-    if output is not None:
-        folder = os.path.dirname(os.path.abspath(output))
-        if os.path.commonpath([folder, harness.ROOT]) == harness.ROOT:
-            method = os.path.join(harness.ROOT, target)
-            target = os.path.relpath(method, folder).replace(os.sep, "/")
-    return target
+    target, folder = "docs/benchmark-method.md", os.path.abspath(output or "/")
+    if os.path.commonpath([folder, harness.ROOT]) != harness.ROOT:
+        return target
+    method = os.path.join(harness.ROOT, target)
+    return os.path.relpath(method, os.path.dirname(folder)).replace(os.sep, "/")
 
 
 def section(title, intro, header, rows, align=None):
@@ -37,8 +35,8 @@ def weighting_section(document, link):
         line = [f"{depth}×{row['width']} ({count:,} parameters)", row["label"]]
         if time:
             ms, ratio, low, high = row["time"]
-            line += [fmt(ms, 1), fmt(ratio), f"{fmt(low)}–{fmt(high)}"]
-        cells.append(line + [fmt(value) for value in row.get("memory", [])])
+            line += [f"{ms:.1f}", f"{ratio:.2f}", f"{low:.2f}–{high:.2f}"]
+        cells.append(line + [f"{v:.2f}" for v in row.get("memory", [])])
     reference = any(r["label"].startswith("*reference") for r in rows)
     text = [
         "Time: median over rounds of the per-round ratio to the same round's "
@@ -65,20 +63,20 @@ def target_section(document, link):
     for check in checks:
         measured, limit = check["measured"], check["limit"]
         cells = [f"{depth}×{check['width']}", check["label"]]
-        cells.append(f"{fmt(measured, 3)}×")
+        cells.append(f"{measured:.3f}×")
         if check["label"].startswith("memory"):
             # one profiled run, whose allocations repeat exactly: by value
             cells += ["—", f"≤ {limit:g}×"]
             cells.append("pass" if measured <= limit else "**miss**")
         elif "rounds" in check:  # time: by its interval over rounds
             low, high = harness.bootstrap_interval(check["rounds"])
-            cells += [f"{fmt(low, 3)}–{fmt(high, 3)}×", f"≤ {limit:g}×"]
+            cells += [f"{low:.3f}–{high:.3f}×", f"≤ {limit:g}×"]
             cells.append(harness.judged(check["rounds"], limit))
         else:  # a results file without the rounds: nothing to resolve by
             cells += ["—", f"≤ {limit:g}×", "not resolved"]
         if with_reference:
             reference = check.get("reference")
-            cells.append("—" if reference is None else f"{fmt(reference, 3)}×")
+            cells.append("—" if reference is None else f"{reference:.3f}×")
         rows.append(cells)
     intro = f"[Targets]({link}#targets), verdicts by the interval over "
     intro += "rounds" + with_reference * (

@@ -1,4 +1,4 @@
-r"""Which loss weighting reaches the lowest error for a time budget?
+r"""Which loss weighting reaches the lowest error, and at what cost?
 
 Trains the same network, points and optimiser on each problem of
 :data:`PROBLEMS` with each weighting of :data:`WEIGHTINGS`, recording the
@@ -18,10 +18,6 @@ longest jobs first. The problems, weightings and settings are in
     python benchmarks/weightings.py --from-json docs/weightings.json
     python benchmarks/weightings.py --half confirmation \
         --output-dir docs/suite/confirmation --resume
-    # split over two machines, then combined into docs/
-    python benchmarks/weightings.py --problems poisson --output-dir a
-    python benchmarks/weightings.py --problems wave --output-dir b
-    python benchmarks/weightings.py --combine {a,b}/weightings.json
 """
 
 import argparse
@@ -219,8 +215,8 @@ def _train(job, record):
         scheduler=TorchScheduler(decay, gamma=gamma),
         weighting=weighting,
     )
-    # the untrained network's error at 0 s: every run has a point at or
-    # before any time budget
+    # the untrained network's error at step 0: every run has a record at
+    # or before any step budget
     history = record["history"]
     history.update(steps=[0], seconds=[0.0], errors=[float(error_fn(solver))])
     solver.train()  # error_fn left it in evaluation mode
@@ -307,9 +303,8 @@ def measure_step_costs(document, rounds, workers, log):
     method): per round and setting, its weightings in an order rotated by
     the round between two plain-sum runs, :data:`COST_STEPS` steps each
     from seed 0, timed over the second half (past the warm-up and the
-    first samples). ``default`` (the runs of an earlier default) is left
-    out. :return: ``{problem: {weighting: [ratio by round]}}``."""
-    chosen = [w for w in document["weightings"] if w not in ("none", "default")]
+    first samples). :return: ``{problem: {weighting: [ratio by round]}}``."""
+    chosen = [w for w in document["weightings"] if w != "none"]
     jobs = []
     for index in range(rounds):
         shift = index % len(chosen)
@@ -345,7 +340,8 @@ def measure_step_costs(document, rounds, workers, log):
 
 # ------------------------------------------------------------ command line
 def main(argv=None):
-    """Run the benchmark, or combine or re-render results; the exit code."""
+    """Run the benchmark, time its steps or re-render results; the exit
+    code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
@@ -353,10 +349,8 @@ def main(argv=None):
     smoothing = " ".join(SMOOTHING_PROBLEMS)
     text = f"on every problem (default all; {smoothing} only)"
     add("--weightings", nargs="+", choices=list(WEIGHTINGS), help=text)
-    text = "the problem suite's half (benchmarks/suite-split.toml): its "
-    text += "settings, the suite's weightings and seeds (tuning {tuning}, "
-    text += "confirmation {confirmation})"
-    add("--half", choices=list(SPLIT), help=text.format_map(HALF_SEEDS))
+    text = "a half of the problem suite (benchmarks/suite-split.toml)"
+    add("--half", choices=list(SPLIT), help=text + ": its runs")
     add("--seeds", type=int, help="per weighting (default 3, wave 2)")
     add("--steps", type=int, help="of every run (default 4000)")
     text = "steps of the calibration run made first (default 30; --quick: 0, "
@@ -385,18 +379,6 @@ def main(argv=None):
             parser.error(f"--{name} must be >= 1.")
     if args.from_json:
         document = harness.read_json(args.from_json)
-    elif args.combine:
-        documents = [harness.read_json(path) for path in args.combine]
-        command = harness.public_command(SCRIPT, argv)
-        try:
-            document = harness.combine_documents(documents, key, command)
-        except ValueError as error:
-            parser.error(str(error))
-        found = {r["problem"] for r in document["runs"]}
-        document["problems"] = [p for p in PROBLEMS if p in found]
-        found = {r["weighting"] for r in document["runs"]}
-        document["weightings"] = [w for w in WEIGHTINGS if w in found]
-        document["planned_runs"] = sum(d["planned_runs"] for d in documents)
     elif args.step_costs:
         path = os.path.join(args.output_dir, "weightings.json")
         if not os.path.isfile(path):
@@ -475,9 +457,7 @@ def run_all(args, argv):
     jobs.sort(key=seconds, reverse=True)  # longest first
     if costs:
         minutes = sum(map(seconds, jobs)) / args.workers / 60
-        log(
-            f"{len(jobs)} runs, {args.workers} workers: about {minutes:.0f} min"
-        )
+        log(f"{len(jobs)} runs to make: about {minutes:.0f} min")
     chosen = [w for p in problems for w in weightings_of(p)]
     calibrated = earlier.get("calibration_ms_per_step", {})
     index = len(earlier["parts"])
@@ -505,10 +485,8 @@ def run_all(args, argv):
         document["runs"].append(dict(record, part=index))
         harness.write_json(path, document)
         done, planned = len(document["runs"]), document["planned_runs"]
-        log(
-            f"{done}/{planned} {job['problem']} {job['weighting']} seed "
-            f"{job['seed']}: {record['status']}"
-        )
+        log(f"{done}/{planned} {'/'.join(map(str, key(job)))}: "
+            f"{record['status']}")  # fmt: skip
 
     try:
         harness.map_jobs(run_job, jobs, args.workers, keep)

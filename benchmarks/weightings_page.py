@@ -1,6 +1,6 @@
 """The weightings benchmark's page, from its results document alone: the
-error at equal steps and at equal time, the cost per step, failures, one
-figure per problem."""
+error after the same steps, the cost per step, failures, figures per
+problem."""
 
 import math
 import os
@@ -12,18 +12,6 @@ from weightings_setup import TUTORIAL_NETWORK
 
 
 # ---------------------------------------------------------------- analysis
-def error_at(run, budget):
-    """The last error a run recorded at or before ``budget`` seconds
-    (``nan`` for a run that failed before the budget)."""
-    history, found = run["history"], math.nan
-    for seconds, error in zip(history["seconds"], history["errors"]):
-        if seconds > budget:
-            break
-        found = error
-    stopped = (history["seconds"] or [0.0])[-1]
-    return math.nan if run["status"] != "ok" and stopped <= budget else found
-
-
 def spread(values):
     """``(median, low, high, failed)`` of the finite values."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
@@ -54,10 +42,8 @@ def short(value):
 
 
 def analyse(runs, problem, weightings):
-    """One problem's numbers: the ``budget`` (the smallest median training
-    time over weightings) and per weighting its ``runs``, ``final`` and
-    ``at_budget`` errors, median ``ms_per_step`` and ``cost_ratio`` to
-    ``none``'s."""
+    """One problem's numbers: per weighting its ``runs``, ``final`` errors,
+    median ``ms_per_step`` and ``cost_ratio`` to ``none``'s."""
     rows, runs = {}, [r for r in runs if "superseded" not in r]
     for weighting in weightings:
         own = [r for r in runs if key(r)[:2] == (problem, weighting)]
@@ -66,28 +52,20 @@ def analyse(runs, problem, weightings):
         own.sort(key=lambda r: r["seed"])
         ok = [r for r in own if r["status"] == "ok"]
         ms = [r["ms_per_step"] for r in (ok or own) if r["ms_per_step"]]
-        times = [r["train_seconds"] for r in ok]
         rows[weighting] = dict(
             runs=own,
             final=[r["final_error"] if r in ok else math.nan for r in own],
             ms_per_step=statistics.median(ms) if ms else None,
-            time=statistics.median(times) if times else None,
         )
-    budget = min((r["time"] for r in rows.values() if r["time"]), default=None)
     base = rows.get("none", {}).get("ms_per_step")
     for row in rows.values():
-        row["at_budget"] = [
-            math.nan if budget is None else error_at(r, budget)
-            for r in row["runs"]
-        ]
         ms = row["ms_per_step"]
         row["cost_ratio"] = ms / base if ms and base else None
-    return {"budget": budget, "rows": rows}
+    return {"rows": rows}
 
 
-def summary_table(document, final):
-    """Median relative L2 after the same steps (``final``) or at each
-    problem's time budget (headed by the budgets): problems as columns,
+def summary_table(document):
+    """Median relative L2 after the same steps: problems as columns,
     weightings as rows, the lowest per problem in bold."""
     every = document["settings"]["update_every"]
     weightings, runs = document["weightings"], document["runs"]
@@ -96,15 +74,10 @@ def summary_table(document, final):
     cells, best, table, not_run = {}, {}, [], (None, 0, 0)
     for problem in problems:
         for weighting, row in analyses[problem]["rows"].items():
-            values = row["final" if final else "at_budget"]
-            median, _, _, failed = spread(values)
-            cells[problem, weighting] = (median, failed, len(values))
+            median, _, _, failed = spread(row["final"])
+            cells[problem, weighting] = (median, failed, len(row["final"]))
             if median is not None:
                 best[problem] = min(best.get(problem, median), median)
-    if not final:
-        budgets = [analyses[p]["budget"] for p in problems]
-        budgets = ["—" if b is None else f"{b:.0f} s" for b in budgets]
-        table.append(["*time budget*", *budgets])
     for weighting in weightings:
         if not any((p, weighting) in cells for p in problems):
             continue
@@ -151,7 +124,7 @@ def options_text(runs, weighting):
 # ----------------------------------------------------------------- figures
 def make_figure(problem, analysis, every, path, names=None):
     """Error against training time, a colour per weighting: thin lines the
-    seeds, thick the median over seeds, dotted the time budget; ``names``
+    seeds, thick the median over seeds; ``names``
     (``{weighting: text}``) labels the curves as a user writes them and
     puts the legend outside them."""
     from matplotlib.figure import Figure
@@ -174,9 +147,6 @@ def make_figure(problem, analysis, every, path, names=None):
         text = label(weighting, every).replace("`", "")
         text = names[weighting] if names else text
         ax.plot([], [], color=colour, lw=2.0, label=text)
-    if analysis["budget"]:
-        budget = analysis["budget"]
-        ax.axvline(budget, color="0.4", ls=":", lw=1.0, label="time budget")
     ax.set_yscale("log")
     ax.set_xlabel("training time (s, evaluations excluded)")
     ax.set_ylabel("relative L2 error")
@@ -259,8 +229,6 @@ def problem_section(document, problem):
     if not analysis["rows"]:
         return []
     first = next(iter(analysis["rows"].values()))["runs"]
-    budget = analysis["budget"]
-    budget = "—" if budget is None else f"{budget:.0f} s"
     own = [r for r in runs if r["problem"] == problem]
     machines = {parts[r.get("part", 0)]["machine_label"] for r in own}
     counts = ", ".join(f"{c} {n}" for c, n in first[0]["counts"].items())
@@ -270,8 +238,8 @@ def problem_section(document, problem):
         f"## {problem}",
         "",
         f"`{PROBLEMS[problem][0]}`; points {drawn}: {counts}; "
-        f"{first[0]['steps']} steps, {len(first)} seed(s); time budget "
-        f"{budget}; ran on {'; '.join(sorted(machines))}.",
+        f"{first[0]['steps']} steps, {len(first)} seed(s); ran on "
+        f"{'; '.join(sorted(machines))}.",
     ]
     if any(first[0][k] != document["settings"][k] for k in TUTORIAL_NETWORK):
         lines += ["", f"Network of this problem: {network_text(first[0])}."]
@@ -284,10 +252,9 @@ def problem_section(document, problem):
         shown = f"{min(finite):.2g}–{max(finite):.2g}" if finite else "—"
         if len(finite) < len(weights):
             shown += " **non-finite**"
-        errors = [error_cell(row["final"]), error_cell(row["at_budget"])]
         ms = "—" if ms is None else f"{ms:.1f}"
         ratio = "—" if ratio is None else f"{ratio:.2f}×"
-        table.append([name, *errors, ms, ratio, shown])
+        table.append([name, error_cell(row["final"]), ms, ratio, shown])
         for run in row["runs"]:
             start = (run["history"]["errors"] or [None])[0]
             note = run["failure"]
@@ -298,7 +265,7 @@ def problem_section(document, problem):
             if note:
                 notes.append(f"- {name}, seed {run['seed']}: {note}")
     header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
-    header += [f"rel. L2 at {budget}", "ms/step", "cost per step"]
+    header += ["ms/step", "cost per step"]
     header.append("final weights")
     lines += ["", *harness.markdown_table(header, table)]
     if notes:
@@ -320,9 +287,8 @@ def superseded_lines(runs):
         for r in runs
         if "superseded" in r
     ]
-    if not found:
-        return []
-    return ["Superseded by a rerun, left out of the tables:", "", *found, ""]
+    head = ["Superseded by a rerun, left out of the tables:", ""]
+    return [*head, *found, ""] if found else []
 
 
 def render(document):
@@ -354,11 +320,7 @@ def render(document):
         "",
         f"After the same number of steps ({steps}):",
         "",
-        *summary_table(document, final=True),
-        "",
-        "After the same training time (each problem's time budget):",
-        "",
-        *summary_table(document, final=False),
+        *summary_table(document),
         "",
         "## Weightings as recorded",
         "",

@@ -71,8 +71,7 @@ WEIGHTINGS = {
         SKETCH + "gradient_band=None)`, the default", "sketch",
         {"gradient_band": None},
     ),
-    # SketchNTKWeighting() as shipped when run (gradient_band=4 in the
-    # suite's first confirmation half)
+    # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),
     # the sketch with a gradient-norm factor in a band around its weights
     **{

@@ -364,7 +364,7 @@ def test_probe_variance_refuses_to_write_a_smoke_run():
 
 
 def test_probe_variance_quick():
-    arguments = "--quick", "--steps", "1", "--threads", "1"
+    arguments = "--quick", "--steps", "1"
     code, out = run_main(probe_variance, *arguments)
     assert code == 0
     rows = table_rows(out, "| steps |")
@@ -395,13 +395,12 @@ def committed(folder):
     return {p: p.read_bytes() for p in Path(folder).iterdir() if p.is_file()}
 
 
-def test_weightings_quick(tmp_path, capsys, monkeypatch):
+def test_weightings_quick(tmp_path, monkeypatch):
     """``weightings.py --quick``: every problem and weighting of the quick
     run in the JSON and the page, each run with a finite error or a
     reported failure, one figure per problem, all in a new temporary folder
-    (the committed pages untouched); then ``--combine`` with a tiny run of
-    another problem and machine label (and its refusal of a run given
-    twice)."""
+    (the committed pages untouched); then the page again from its results
+    file alone."""
 
     def run(*arguments):
         code, _ = run_main(weightings, *arguments, "--workers", "1")
@@ -472,44 +471,35 @@ def test_weightings_quick(tmp_path, capsys, monkeypatch):
         figure = tmp_path / "figures" / "weightings" / f"{problem}.png"
         assert figure.is_file()
 
-    # a tiny run of another problem "on another machine", then combined
-    other = tmp_path / "other"
-    chosen = ("none", "exact_500_smoothed")
-    flags = "--machine-label", "machine B", "--output-dir", other
-    run("--quick", "--problems", "helmholtz", "--weightings", *chosen, *flags)
-    files = [tmp_path / "weightings.json", other / "weightings.json"]
-    combined = tmp_path / "combined"
-    run("--combine", *files, "--output-dir", combined)
-    data = harness.read_json(combined / "weightings.json")
-    page = (combined / "weightings.md").read_text(encoding="utf-8")
-    labels = [p["machine_label"] for p in data["parts"]]
-    assert labels == ["machine A", "machine B"]
-    # in the order of weightings.PROBLEMS
-    assert data["problems"] == ["poisson", "helmholtz", "wave"]
-    assert {
-        (r["problem"], r["weighting"], labels[r["part"]]) for r in data["runs"]
-    } == {(p, w, "machine A") for p, w in runs} | {
-        ("helmholtz", w, "machine B") for w in chosen
-    }
-    assert data["planned_runs"] == len(data["runs"])
-    for part in data["parts"]:
-        assert f"`{part['command']}`" in page
-    for problem in data["problems"]:
-        machine = "machine B" if problem == "helmholtz" else "machine A"
-        section = page[page.index(f"## {problem}") :].split("\n## ")[0]
-        assert f"ran on {machine}." in section
-    # the summary tables gain helmholtz, in the order of the problems
-    summary = page[page.index("## Summary") :].split("\n## ")[0]
-    assert summary.count("| weighting | poisson | helmholtz | wave |") == 2
-    # a (problem, weighting, seed) run in two parts is refused
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as refused:
-        run("--combine", files[0], files[0], "--output-dir", tmp_path)
-    assert refused.value.code != 0
-    assert "is in both" in capsys.readouterr().err
-    json_file = combined / "weightings.json"
-    run("--from-json", json_file, "--output-dir", combined)
-    assert (combined / "weightings.md").read_text(encoding="utf-8") == page
+    # the page again from the results alone, in another folder
+    again = tmp_path / "again"
+    run("--from-json", tmp_path / "weightings.json", "--output-dir", again)
+    assert (again / "weightings.md").read_text(encoding="utf-8") == page
+
+
+def test_combined_results_keep_each_part_and_refuse_a_run_twice():
+    def document(label, *seeds):
+        runs = [dict(seed=s, part=0) for s in seeds]
+        return dict(parts=[dict(machine_label=label)], runs=runs)
+
+    def identity(run):
+        return run["seed"]
+
+    found = harness.combine_documents(
+        [document("A", 0, 1), document("B", 2)], identity, "the command"
+    )
+    assert [p["machine_label"] for p in found["parts"]] == ["A", "B"]
+    # each run points at its own part, offset by the parts before it
+    assert [(r["seed"], r["part"]) for r in found["runs"]] == [
+        (0, 0),
+        (1, 0),
+        (2, 1),
+    ]
+    assert found["combined_by"] == "the command"
+    with pytest.raises(ValueError, match="the run 1 is in both"):
+        harness.combine_documents(
+            [document("A", 0, 1), document("B", 1)], identity, "again"
+        )
 
 
 def test_spaced_samples_quick(tmp_path, monkeypatch):

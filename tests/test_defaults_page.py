@@ -55,7 +55,7 @@ def test_the_band_default_is_the_protocols_decision():
     documents = suite_page.read_documents(os.path.join(ROOT, "docs"))
     assert {"confirmation", "confirmation-2"} <= set(documents)
     band = inspect.signature(SketchNTKWeighting).parameters["gradient_band"]
-    assert CANDIDATE[band.default] == suite_page.decided(documents)
+    assert CANDIDATE[band.default] == suite_page.decision(documents)[2]
 
 
 def test_a_drifted_table_is_caught():

@@ -176,7 +176,7 @@ def test_the_defaults_runs_are_the_shipped_default_on_every_setting():
     from pina_ntk import SketchNTKWeighting
 
     documents = suite_page.read_documents(DOCS)
-    default = suite_page.decided(documents)
+    default = suite_page.decision(documents)[2]
     split = suite_page.protocol.read_split()
     for half in suite_page.protocol.CONFIRMATION:
         runs = suite_page.protocol.current(documents[half]["runs"])
@@ -230,6 +230,26 @@ def test_the_readme_rows_and_divergence_counts_hold_against_the_results():
         expected = f"diverged on {failed} of {len(mine)} runs"
         assert cells[-1] == (expected if failed else "—"), weighting
         assert "∞" not in cells
+
+
+def test_the_first_halfs_band_runs_are_the_earlier_default_made_again():
+    # gradient_band=4's live runs in the first confirmation half are those
+    # run as `default` (SketchNTKWeighting() when it shipped with the band,
+    # made again once the band read its gradients off the training step);
+    # the band's own earlier runs stay, superseded; both with one set of
+    # options, the band's
+    path = os.path.join(DOCS, "suite", "confirmation", "weightings.json")
+    runs = harness.read_json(path)["runs"]
+    band = [r for r in runs if r["weighting"] == "sketch_band_4"]
+    live = [r for r in band if "superseded" not in r]
+    assert len(live) == 30 and {r.get("run_as") for r in live} == {"default"}
+    assert not any(r["weighting"] == "default" for r in runs)
+    options = {
+        json.dumps({k: v for k, v in r["weighting_options"].items()
+                    if k != "seed"}, sort_keys=True)
+        for r in band
+    }  # fmt: skip
+    assert len(options) == 1 and '"gradient_band": 4.0' in options.pop()
 
 
 # The self-tests: each edit below is one the checks above exist to catch.

@@ -22,9 +22,6 @@ ERRORS = {
     "sketch_predictor": {"p1": (0.5, 0.5), "p2": (0.8, 2.0)},
     # worse than none on every seed of p2
     "sketch_band_4": {"p1": (0.25, 0.25), "p2": (2.0, 2.0)},
-    # the runs that stand for band 4 in the first half (its own are left
-    # out): the same errors here
-    "default": {"p1": (0.25, 0.25), "p2": (2.0, 2.0)},
 }
 #: The second confirmation half: one problem, the band level with the
 #: published sketch.
@@ -107,7 +104,7 @@ def test_the_decision_takes_both_halves_and_the_three_rules():
 
 def test_a_band_that_passes_becomes_the_default():
     better = copy.deepcopy(ERRORS)
-    better["default"]["p2"] = (0.4, 1.0)  # 0.5x published
+    better["sketch_band_4"]["p2"] = (0.4, 1.0)  # 0.5x published
     better_2 = copy.deepcopy(ERRORS_2)
     better_2["sketch_band_4"]["p3"] = (0.3, 0.3)
     found = {
@@ -172,7 +169,7 @@ def test_the_page_names_the_problems_the_default_loses_at_both_bases():
 
 def test_a_diverged_run_is_counted_not_infinite():
     found = documents()
-    failed = run("p1", "default", 2, 0.1, status="failed")
+    failed = run("p1", "sketch_band_4", 2, 0.1, status="failed")
     found["confirmation"]["runs"] += [failed, run("p1", "none", 2, 1.0)]
     page = suite_page.render(found)
     half = page[page.index("## The confirmation half") :]
@@ -205,7 +202,7 @@ def test_a_superseded_run_is_left_out_and_its_errors_compared():
     found = documents()
     # an earlier run of band 4 on p1, seed 0, with another error: left out
     # of the ratios (which stay those of the rerun), counted on the page
-    earlier = run("p1", "default", 0, 0.9)
+    earlier = run("p1", "sketch_band_4", 0, 0.9)
     earlier["superseded"] = {"part": 1, "reason": "shared the CPUs"}
     found["confirmation"]["runs"].insert(0, earlier)
     page = suite_page.render(found)
@@ -219,22 +216,3 @@ def test_a_superseded_run_is_left_out_and_its_errors_compared():
         "their reruns to the bit on 0 of them.\n\n",
         1,
     )
-
-
-def test_the_bands_runs_in_the_first_half_are_those_of_the_earlier_default():
-    found = documents()
-    for r in found["confirmation"]["runs"]:
-        if r["weighting"] == "sketch_band_4" and r["problem"] == "p1":
-            r["history"]["errors"] = [0.01] * 9  # left out: no effect
-    page = suite_page.render(found)
-    assert page.replace("on 2 of them", "on 4 of them") == suite_page.render(
-        documents()
-    )
-    assert (
-        "runs are the 4 of `SketchNTKWeighting()` when it defaulted to the "
-        "band (key `default`)"
-    ) in page
-    assert "| `SketchNTKWeighting()`" not in page
-    # the second half has no such runs: its band runs are its own
-    half = page[page.index("## The confirmation-2 half") :]
-    assert "key `default`" not in half
