@@ -9,11 +9,11 @@ from harness import markdown_table
 def method_link(output):
     """The link to ``docs/benchmark-method.md`` from a page at ``output``:
     relative in the repository, the repository path otherwise."""
-    target, folder = "docs/benchmark-method.md", os.path.abspath(output or "/")
-    if os.path.commonpath([folder, harness.ROOT]) != harness.ROOT:
+    target, page = "docs/benchmark-method.md", os.path.abspath(output or "/")
+    if os.path.commonpath([page, harness.ROOT]) != harness.ROOT:
         return target
     method = os.path.join(harness.ROOT, target)
-    return os.path.relpath(method, os.path.dirname(folder)).replace(os.sep, "/")
+    return os.path.relpath(method, os.path.dirname(page)).replace(os.sep, "/")
 
 
 def section(title, intro, header, rows, align=None):
