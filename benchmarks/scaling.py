@@ -254,8 +254,8 @@ FIGURE = "figures/scaling.png"
 #: The rows of the figure: all but unweighted (the first) and the references.
 PLOTTED = [k for k in SPECS if k not in configurations.REFERENCE_KEYS][1:]
 #: The page's prose: paragraphs, each one line once its whitespace is joined.
-TEXT = """PINA's `Poisson2DSquareProblem` (stationary, so the gradient
-band of the `gradient_band=4` row acts), fixed random points, a quarter of them on the boundary,
+TEXT = """PINA's `Poisson2DSquareProblem` (stationary: the `gradient_band=4`
+row's band acts), fixed random points, a quarter of them on the boundary,
 one full batch per step (no mini-batches at any size), PINA's `FeedForward`
 tanh networks with {depth} hidden layers, Adam, seed {seed}. {rounds}
 interleaved round(s) per size ({few}), one fresh worker each; {warmup} warm-up

@@ -105,9 +105,8 @@ def summary_table(summary, document, weightings):
             found = entry[basis]
             worst, worse = found["worst"], found["worse_than_none"]
             listed = f" ({', '.join(worse)})" if worse else ""
-            for against in ("to_none", "to_published"):
-                cells.append(interval(found[against],
-                                      found[f"{against}_interval"]))  # fmt: skip
+            for to in ("to_none", "to_published"):
+                cells.append(interval(found[to], found[f"{to}_interval"]))
             cells.append(f"{worst} ({ratio(found['per_problem'][worst])})"
                          if worst else "—")  # fmt: skip
             cells.append(f"{len(worse)}{listed}")
@@ -131,15 +130,15 @@ def complete(document):
     ]
 
 
-def per_problem_table(document, basis="steps"):
+def per_problem_table(document, basis, against):
     """Per weighting and problem: the geometric mean over seeds of the
-    error ratio to ``none`` at ``basis``, the seeds' range after it."""
+    error ratio to ``against`` at ``basis``, the seeds' range after it."""
     runs, problems, rows = document["runs"], document["problems"], []
     costs = protocol.step_costs(document)
-    for weighting in [w for w in ran(document) if w != NONE]:
+    for weighting in [w for w in ran(document) if w != against]:
         row = [name(weighting, document)]
         for problem in problems:
-            pairs = protocol.paired(runs, problem, weighting, NONE)
+            pairs = protocol.paired(runs, problem, weighting, against)
             values = protocol.problem_ratios(pairs, basis, costs.get(problem))
             finite = protocol.finite(values)
             if not finite:
@@ -248,14 +247,15 @@ def half_section(half, document):
         "",
         *cost_lines(document),
     ]
-    for basis in protocol.BASES:
-        lines += [
-            f"Per problem: the error ratio to none at equal {basis}, "
-            "geometric mean over seeds (the seeds' range):",
-            "",
-            *per_problem_table(document, basis),
-            "",
-        ]
+    for against in (NONE, protocol.PUBLISHED):
+        for basis in protocol.BASES:
+            lines += [
+                f"Per problem: the error ratio to {name(against, document)} "
+                f"at equal {basis}, geometric mean over seeds (their range):",
+                "",
+                *per_problem_table(document, basis, against),
+                "",
+            ]
     return lines
 
 

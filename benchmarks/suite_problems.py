@@ -552,7 +552,7 @@ class LShapeProblem(_Plane):
 
 def _layer_terms(pts):
     """:math:`u = g(x) g(y)`, :math:`f = g(x) + g(y)`; :math:`g(s) = s -
-    (e^{(s - 1)/\\varepsilon} - e^{-1/\\varepsilon}) / (1 - e^{-1/\\varepsilon})`
+    (e^{(s-1)/\\varepsilon} - e^{-1/\\varepsilon}) / (1 - e^{-1/\\varepsilon})`
     solves :math:`-\\varepsilon g'' + g' = 1`, :math:`g(0) = g(1) = 0`."""
     x, y, e = *_cols(pts, "xy"), math.exp(-1 / EPS)
     g_x, g_y = (s - (torch.exp((s - 1) / EPS) - e) / (1 - e) for s in (x, y))

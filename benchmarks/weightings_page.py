@@ -124,9 +124,8 @@ def options_text(runs, weighting):
 # ----------------------------------------------------------------- figures
 def make_figure(problem, analysis, every, path, names=None):
     """Error against training time, a colour per weighting: thin lines the
-    seeds, thick the median over seeds; ``names``
-    (``{weighting: text}``) labels the curves as a user writes them and
-    puts the legend outside them."""
+    seeds, thick the median over seeds; ``names`` (``{weighting: text}``)
+    labels the curves as a user writes them, the legend outside them."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(9.5 if names else 7.0, 4.2))

@@ -137,6 +137,15 @@ def test_the_per_problem_table_gives_the_seeds_range():
     cells = row_of(half, "| `SketchNTKWeighting(gradient_band=None)` | 0.5")
     # p2: geometric mean of 0.8 and 2.0, range 0.8-2
     assert cells[2] == f"{math.sqrt(1.6):.2g} (0.8–2)"
+    # and against the published sketch, paired by seed: band 4 on p1 is
+    # 0.25 / 0.5 on both seeds; on p2 2.0 / 0.8 and 2.0 / 2.0
+    published = half[half.index("ratio to `SketchNTKWeighting(gradient_b") :]
+    published = published[: published.index("at equal time")]
+    cells = row_of(published, "| `SketchNTKWeighting(gradient_band=4)`")
+    assert cells[1:] == ["0.5 (0.5–0.5)", f"{math.sqrt(2.5):.2g} (1–2.5)"]
+    # none against it: 1 / 0.5 on p1; 1 / 0.8 and 1 / 2 on p2
+    cells = row_of(published, "| no weighting")
+    assert cells[1:] == ["2 (2–2)", f"{math.sqrt(1.25 * 0.5):.2g} (0.5–1.2)"]
 
 
 def test_the_step_costs_are_shown_with_their_rounds():
