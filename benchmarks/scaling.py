@@ -20,7 +20,10 @@ import configurations
 import harness
 from step_time import median_period_mean
 from pina_ntk import ntk_traces
+from pina_ntk.core.estimators import chunked_block_traces
+from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.integration.ntk_weighting import EXACT_CHUNK_POINTS
+from pina_ntk.integration.recording import replay_residual_fn
 
 # fmt: off
 #: Rows: key, label as a user writes it, weighting spec for
@@ -116,15 +119,23 @@ def run_size(task):
 
 
 def time_chunks(task):
-    """``{points: seconds}`` of one exact update (``ntk_traces``) by each of
-    ``chunk_points`` in a rotated order; ``"None"``: whole-batch passes."""
+    """``{points: seconds}`` of one exact update by each of ``chunk_points``
+    (chunks' batched passes, the fallback; ``"None"``: whole-batch passes)
+    and ``"rows"`` (the default's reverse pass per column), rotated."""
     solver, _ = configurations.build_solver(task, "unweighted")
     configurations.make_trainer(solver, 1, [], task["accelerator"])
-    points, found = task["chunk_points"], {}
+    calls = condition_calls(solver)
+    params = configurations.trainable_parameters(solver)
+    replay = replay_residual_fn(solver, calls, [c[0] for c in calls])
+    points, found = ["rows", *task["chunk_points"]], {}
     shift = task["round"] % len(points)
     for chunk in points[shift:] + points[:shift]:
-        start = time.perf_counter()
-        ntk_traces(solver, method="exact", chunk_size=chunk)
+        start, weights = time.perf_counter(), list(params.values())
+        if chunk in ("rows", None):
+            ntk_traces(solver, chunk_size=chunk and EXACT_CHUNK_POINTS)
+        else:
+            chunks = replay.chunks(params, chunk)
+            chunked_block_traces(chunks, len(calls), weights)
         found[str(chunk)] = time.perf_counter() - start
     return found
 
@@ -186,14 +197,11 @@ def summarise(rounds, settings):
 
 def projected_exact(size, measured, parameters):
     """One exact step's seconds at ``size`` from the nearest smaller size
-    measured, as entries times parameters (chunk by chunk); ``None`` if
-    none smaller."""
+    measured, as entries times parameters; ``None`` if none smaller."""
     smaller = [s for s in measured if s[0] * s[1] <= size[0] * size[1]]
-    if not smaller:
-        return None
-    near = max(smaller, key=lambda s: s[0] * s[1])
+    near = max(smaller, key=lambda s: s[0] * s[1], default=None)
     work = size[0] * parameters[size]
-    return measured[near] * work / (near[0] * parameters[near])
+    return near and measured[near] * work / (near[0] * parameters[near])
 
 
 def parameters_of(settings, size):
@@ -261,9 +269,9 @@ tanh networks with {depth} hidden layers, Adam, seed {seed}. {rounds}
 interleaved round(s) per size ({few}), one fresh worker each; {warmup} warm-up
 steps, then measured steps by n ({steps}; {default_steps} otherwise, by width
 {wide}). Sketch rows sample every {period} steps (amortised over whole
-periods). `NTKWeighting()` is its refresh step (step 0; chunks of
-{chunk_default} points); every 100 steps is that step plus 99 median steps,
-over 100. Exact steps projected above {exact_cap_s:.0f} s are skipped, those
+periods). `NTKWeighting()` is its refresh step (step 0; a reverse pass per
+residual column); every 100 steps is that step plus 99 median steps, over
+100. Exact steps projected above {exact_cap_s:.0f} s are skipped, those
 over {exact_rounds_s:.0f} s run in the first round only; memory: two steps per
 row in every round (exact where one exact step took at most
 {exact_memory_cap_s:.0f} s; none at n, width = {no_memory}: the CPU profiler
@@ -348,7 +356,6 @@ def render(document):
     few = settings["rounds_at"].items()
     few = "; ".join(f"{count} at n, width = {size}" for size, count in few)
     values = dict(settings, few=few or "at every size", period=SAMPLE_PERIOD)
-    values.update(chunk_default=EXACT_CHUNK_POINTS)
     values.update(steps=steps or settings["default_steps"], margin=FLOOR_MARGIN)
     values.update(no_memory=", ".join(settings["no_memory"]) or "—")
     values["wide"] = settings["wide_steps"] or "—"
@@ -446,13 +453,16 @@ def chunk_lines(document):
     chunks, rows = entry["summary"]["chunks"], entry["summary"]["rows"]
     best, step = min(map(median, chunks.values())), rows["unweighted"]
     header = ["points per chunk", "seconds", "range", "÷ fastest", "÷ step"]
-    rows = [["whole batch (`None`)" if k == "None" else k, f"{median(v):.3f}",
+    name = {"None": "whole batch (`None`)", "rows": "none: a pass per column"}
+    rows = [[name.get(k, k), f"{median(v):.3f}",
              f"{min(v):.3f}–{max(v):.3f}", f"{median(v) / best:.2f}",
              f"{median(v) / step['seconds']:.1f}"] for k, v in chunks.items()]
     return ["## Points per chunk (n = {:,}, 3×{})".format(*entry["size"]), "",
-            "One exact update (every condition's trace, `ntk_traces`) by "
-            "`chunk_size`, median over rounds (range), each round in a "
-            "rotated order.", "", *harness.markdown_table(header, rows)]
+            "One exact update (every condition's trace): by default one "
+            "reverse pass per residual column; in chunks (the fallback, "
+            "`chunked_block_traces`) by `chunk_size`; median over rounds "
+            "(range), each round in a rotated order.", "",
+            *harness.markdown_table(header, rows)]
 
 
 def readme_block(document, page="docs/scaling.md"):
@@ -501,7 +511,6 @@ def main(argv=None):
     add("--output", help="the page, its results beside it as .json (default "
         "docs/scaling.md; docs/scaling-gpu.md with --device cuda; --quick: "
         "a temporary folder)")  # fmt: skip
-    add("--rounds", type=int, help="interleaved rounds")
     add("--readme", nargs="?", const=os.path.join(harness.ROOT, "README.md"),
         help="also write README.md's block (or FILE's)")  # fmt: skip
     harness.add_run_flags(parser)
@@ -514,17 +523,14 @@ def main(argv=None):
         document = harness.read_json(args.from_json)
     else:
         settings = dict(QUICK if args.quick else FULL, accelerator=args.device)
-        if args.rounds is not None and args.rounds < 1:
-            parser.error("--rounds must be >= 1.")
-        settings["rounds"] = args.rounds or settings["rounds"]
         started = time.perf_counter()
         part = harness.provenance("scaling.py", argv, args.machine_label,
                                   device=args.device, workers=1)  # fmt: skip
         part["threads"] = 1
 
         def log(message):
-            elapsed = time.perf_counter() - started
-            print(f"[{elapsed:7.1f} s] {message}", file=sys.stderr, flush=True)
+            print(f"[{time.perf_counter() - started:7.1f} s] {message}",
+                  file=sys.stderr, flush=True)  # fmt: skip
 
         def save(sizes):  # a crash keeps what was measured
             found = dict(settings=settings, sizes=sizes, parts=[part])

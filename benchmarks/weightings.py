@@ -54,7 +54,6 @@ from weightings_setup import SPACED_FACTOR, SUITE_WEIGHTINGS, TUTORIAL_NETWORK
 from weightings_setup import TUTORIAL_NETWORK_PROBLEMS, WEIGHTINGS, key
 
 
-# ----------------------------------------------------------------- workers
 def build_weighting(job):
     """A fresh weighting of a job, from the experiments' shared factory
     (``None`` for ``"none"``)."""
@@ -243,7 +242,6 @@ def _train(job, record):
             pass
 
 
-# ------------------------------------------------------------------ driver
 def plan_jobs(problems, weightings_of, settings, seeds=None):
     """Every job of a run: each problem, weighting (``weightings_of(problem)``)
     and seed (``seeds``, else the settings' and :data:`SEEDS`)."""
@@ -338,7 +336,6 @@ def measure_step_costs(document, rounds, workers, log):
     return ratios
 
 
-# ------------------------------------------------------------ command line
 def main(argv=None):
     """Run the benchmark, time its steps or re-render results; the exit
     code."""

@@ -11,7 +11,6 @@ from weightings_setup import FIXED_POINTS, PROBLEMS, SCRIPT, TITLE, key, label
 from weightings_setup import TUTORIAL_NETWORK
 
 
-# ---------------------------------------------------------------- analysis
 def spread(values):
     """``(median, low, high, failed)`` of the finite values."""
     finite = [v for v in values if v is not None and math.isfinite(v)]
@@ -121,7 +120,6 @@ def options_text(runs, weighting):
     return "—"
 
 
-# ----------------------------------------------------------------- figures
 def make_figure(problem, analysis, every, path, names=None):
     """Error against training time, a colour per weighting: thin lines the
     seeds, thick the median over seeds; ``names`` (``{weighting: text}``)
@@ -219,7 +217,6 @@ def has_condition_history(analysis):
     )
 
 
-# -------------------------------------------------------------------- page
 def problem_section(document, problem):
     """One problem's section: its set-up, table, failures and figure."""
     runs, parts = document["runs"], document["parts"]

@@ -259,6 +259,36 @@ def chunked_block_traces(chunks, num_blocks, params, reference=None):
     return torch.stack([like.new_zeros(()) if t is None else t for t in totals])
 
 
+def check_point_independence(chunks, reference):
+    """
+    Check that each block's first chunk of points has the residual the
+    same points have in the whole batch: the assumption under which the
+    exact traces are taken point by point (:func:`chunked_block_traces`,
+    :func:`~pina_ntk.core.row_gradients.row_gradient_traces`).
+
+    :param chunks: ``(block index, residual chunk)`` pairs, each chunk the
+        residual of its block's leading points evaluated on its own.
+    :type chunks: Iterable[tuple[int, torch.Tensor]]
+    :param reference: The whole residual's values, one flat tensor per
+        block; a chunk shorter than its block must agree with the block's
+        leading entries to ``sqrt(eps)`` of the dtype, relative to their
+        largest magnitude.
+    :type reference: list[torch.Tensor]
+    :raises PointCouplingError: If a chunk disagrees with ``reference``.
+
+    :Example:
+        >>> x = torch.tensor([1.0, 2.0, 3.0])
+        >>> check_point_independence([(0, x[:1] / x.sum())], [x / x.sum()])
+        >>> check_point_independence([(0, x[:1] / x[:1].sum())], [x / x.sum()])
+        Traceback (most recent call last):
+        ...
+        pina_ntk.core.estimators.PointCouplingError: a residual evaluated on \
+a chunk of points differs from the same points' residual in the whole batch
+    """
+    for block, chunk in chunks:
+        _check_chunk(chunk.detach().reshape(-1), reference[block].reshape(-1))
+
+
 def _check_chunk(chunk, whole):
     """Raise :class:`PointCouplingError` unless a chunk shorter than its
     block agrees with the block's leading entries."""

@@ -8,18 +8,21 @@ import torch
 from ..core.checks import check_int, check_rate
 from ..core.estimators import (
     PointCouplingError,
+    check_point_independence,
     chunked_block_traces,
     exact_block_traces,
 )
 from ..core.rayleigh import exact_rayleigh_traces
+from ..core.row_gradients import row_gradient_traces
 from .block_statistics import check_statistic
 from .contract import ChunkedResidualFn
 from .kernel_weighting import KernelWeighting
 
 #: Share of the training time in exact updates above which they warn.
 EXACT_SHARE_WARNING = 0.8
-#: Points per chunk of the exact traces (``chunk_size``), chosen by
-#: measurement (``docs/scaling.md``, *Points per chunk*).
+#: Points per chunk of the exact traces (``chunk_size``) where they are
+#: taken chunk by chunk, chosen by measurement (``docs/scaling.md``,
+#: *Points per chunk*).
 EXACT_CHUNK_POINTS = 8
 
 
@@ -48,16 +51,20 @@ class NTKWeighting(KernelWeighting):
         ``None`` to apply every update. Default is ``"default"``.
     :param tuple weight_bounds: ``(lower, upper)`` clamp of the weights.
         Default is ``(1e-6, 1e6)``.
-    :param chunk_size: Points per chunk of the exact traces. Each
+    :param chunk_size: Points per chunk of the exact traces. An update
+        costs time linear in the number of residual entries, since each
+        point's residual depends on that point alone (PINA's feed-forward
+        models). Where every parameter enters the residual through linear
+        layers, the traces come from a few reverse passes per residual
+        column through the step's own graph, about one training step in
+        all (:mod:`pina_ntk.core.row_gradients`). Otherwise each
         condition's residual is evaluated again in chunks of this many
         points, each chunk with its own small graph, and a chunk's entries
-        are differentiated together in one batched backward pass: an
-        update costs time linear in the number of residual entries. This
-        needs each point's residual to depend on that point alone (PINA's
-        feed-forward models); the first chunk of each condition is checked
-        against the step's residual at every update, and a model that
-        couples the points (a layer normalising over the batch) falls back,
-        with one warning, to ``None``. ``None``: one backward pass per
+        are differentiated together in one batched backward pass. Either
+        way, the first chunk of each condition is evaluated on its own and
+        checked against the step's residual at every update, and a model
+        that couples the points (a layer normalising over the batch) falls
+        back, with one warning, to ``None``. ``None``: one backward pass per
         residual entry through the whole step's graph, a cost quadratic in
         the number of entries. Default is :data:`EXACT_CHUNK_POINTS`.
     :type chunk_size: int | None
@@ -180,39 +187,57 @@ class NTKWeighting(KernelWeighting):
         """
         What the exact traces need of the step's graph: the Rayleigh
         quotients (one backward pass per condition), the residual's values
-        (the check of the chunks) and, without chunks, the traces
-        themselves; see :meth:`KernelWeighting.prepare_sample`.
+        (the check of the points' independence) and the traces themselves
+        where one reverse pass per residual column gives them
+        (:func:`~pina_ntk.core.row_gradients.row_gradient_traces`), or,
+        without chunks, one pass per entry; see
+        :meth:`KernelWeighting.prepare_sample`.
         """
         rayleigh = self.rayleigh_blocks(residuals)
         chunks = self.chunk_size is not None and not self._points_coupled
-        chunked = tuple(chunks and not r for r in rayleigh)
-        # a detached block contributes zero here: its trace comes in chunks
+        pointwise = [chunks and not r for r in rayleigh]
+        weights = list(params.values())
+        by_rows = [
+            row_gradient_traces(r, weights) if p else None
+            for r, p in zip(residuals, pointwise)
+        ]
+        chunked = tuple(p and t is None for p, t in zip(pointwise, by_rows))
+        # a detached block contributes zero here: its trace comes later
         traces = exact_rayleigh_traces(
-            [r.detach() if c else r for r, c in zip(residuals, chunked)],
-            list(params.values()),
+            [r.detach() if p else r for r, p in zip(residuals, pointwise)],
+            weights,
             rayleigh=rayleigh,
-        )
+        ).detach()
+        for index, found in enumerate(by_rows):
+            if found is not None:
+                traces[index] = found.detach().to(traces)
         return {
-            "traces": traces.detach(),
+            "traces": traces,
             "chunked": chunked,
+            "by_rows": tuple(t is not None for t in by_rows),
             "values": [r.detach().reshape(-1) for r in residuals],
         }
 
     def complete_sample(self, residual_fn, params, prepared, generator):
         """
         The traces of the blocks left to chunks, one small graph per chunk
-        of points; see :meth:`KernelWeighting.complete_sample`.
+        of points, after the check that each point's residual depends on
+        that point alone; see :meth:`KernelWeighting.complete_sample`.
         """
         traces, chunked = prepared["traces"], prepared["chunked"]
-        if not any(chunked):
+        pointwise = tuple(map(any, zip(chunked, prepared["by_rows"])))
+        if not any(pointwise):
             return traces, None
         if isinstance(residual_fn, ChunkedResidualFn):
             try:
+                check_point_independence(
+                    self._first_chunks(residual_fn, params, pointwise),
+                    prepared["values"],
+                )
                 found = chunked_block_traces(
                     residual_fn.chunks(params, self.chunk_size, chunked),
                     len(chunked),
                     list(params.values()),
-                    reference=prepared["values"],
                 )
             except PointCouplingError as error:
                 self._points_coupled = True
@@ -230,6 +255,7 @@ class NTKWeighting(KernelWeighting):
         else:  # a plain residual function: no chunks
             found = None
         if found is None:
+            chunked = pointwise
             whole = residual_fn(params)
             found = exact_block_traces(
                 [b if c else b.detach() for b, c in zip(whole, chunked)],
@@ -237,3 +263,13 @@ class NTKWeighting(KernelWeighting):
             )
         keep = torch.tensor(chunked, device=traces.device)
         return torch.where(keep, found.detach().to(traces), traces), None
+
+    def _first_chunks(self, residual_fn, params, blocks):
+        """Each of ``blocks``' first chunk of points (one small evaluation
+        per block: the chunks are computed when asked)."""
+        for index, wanted in enumerate(blocks):
+            if wanted:
+                only = tuple(i == index for i in range(len(blocks)))
+                yield next(
+                    iter(residual_fn.chunks(params, self.chunk_size, only))
+                )

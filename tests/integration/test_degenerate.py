@@ -148,10 +148,10 @@ def test_exact_update_cost_is_estimated_from_the_entry_count():
 @pytest.mark.parametrize("period,warns", [(1, True), (10**6, False)])
 def test_expensive_exact_updates_warn_before_training(period, warns):
     # 100 points of the wave problem: a few hundred residual entries, each
-    # differentiated on its own at every update
-    solver = make_solver(
-        "wave", weighting=NTKWeighting(update_every_n_steps=period), n=100
-    )
+    # differentiated on its own through the whole batch at every update
+    # (chunk_size=None; the default's passes per column cost about a step)
+    weighting = NTKWeighting(update_every_n_steps=period, chunk_size=None)
+    solver = make_solver("wave", weighting=weighting, n=100)
     trainer = make_trainer(solver, steps=2)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

@@ -1,8 +1,10 @@
-"""Exact traces chunk by chunk (``NTKWeighting(chunk_size=...)``): the same
-traces as the row-by-row float64 Jacobian, a fallback for models that
-couple the points, and backward work linear in the residual entries."""
+"""Exact traces at a cost linear in the points (one reverse pass per
+residual column, else chunk by chunk, ``NTKWeighting(chunk_size=...)``):
+the same traces as the row-by-row float64 Jacobian, a fallback for models
+that couple the points, and backward work linear in the residual entries."""
 
 import warnings
+from unittest import mock
 
 import lightning
 import pytest
@@ -188,15 +190,34 @@ def _backward_work(solver, chunk_size):
     return sum(read)
 
 
-def test_backward_work_is_linear_in_the_residual_entries():
-    # Doubling the points doubles the work of the chunked passes (each runs
-    # through a chunk's graph) but quadruples that of passes through the
-    # whole batch's graph, which chunk_size=None takes.
+@pytest.mark.parametrize("kind", ["poisson", "inverse"])
+def test_backward_work_is_linear_in_the_residual_entries(kind):
+    # Doubling the points doubles the work of the default passes (one per
+    # residual column on PINA's feed-forward network; chunk by chunk on the
+    # inverse problem, whose unknowns multiply the residual) but quadruples
+    # that of passes through the whole batch's graph (chunk_size=None).
     # (zoo problems share their conditions: one solver at a time)
     work = {}
     for n in (16, 32):
-        solver = _solver("poisson", n=n)
+        solver = _solver(kind, n=n)
         work[n] = _backward_work(solver, CHUNK), _backward_work(solver, None)
     chunked, whole = (large / small for small, large in zip(*work.values()))
     assert 1.6 < chunked < 2.4
     assert whole > 3.3
+
+
+@pytest.mark.parametrize("kind", ["poisson", "two_outputs", "supervised"])
+def test_a_feed_forward_network_takes_a_few_passes_whatever_the_points(kind):
+    # PINA's FeedForward enters its residuals through linear layers only:
+    # its traces come from a few reverse passes per residual column (the
+    # rest of the calls are PINA's operators and one chunk's check), not
+    # from one pass per chunk or per entry
+    calls = []
+    for n in (12, 36):
+        solver = _solver(kind, n=n)
+        with mock.patch.object(
+            torch.autograd, "grad", wraps=torch.autograd.grad
+        ) as grad:
+            ntk_traces(solver, method="exact", chunk_size=CHUNK)
+        calls.append(grad.call_count)
+    assert calls[0] == calls[1]
