@@ -6,6 +6,8 @@ blocks``, so the estimators can be used, tested and read without a solver.
 
 * :mod:`~pina_ntk.core.estimators`: exact and sketched block traces
   (Algorithms 1 and 2, Theorem *alternative-ntk-approximation*), probes;
+* :mod:`~pina_ntk.core.row_gradients`: exact block traces from a few
+  reverse passes per residual column (per-row gradient norms);
 * :mod:`~pina_ntk.core.weights`: the weight formula and its guards;
 * :mod:`~pina_ntk.core.rayleigh`: the residual-aware statistic (Rayleigh
   quotients along the residual) that can replace the traces;

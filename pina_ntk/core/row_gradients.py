@@ -10,15 +10,16 @@ with respect to a weight ``W`` is a sum of outer products of row ``i`` of
 each product's input and of its output gradient,
 ``grad_W R_i = sum_u a_ui b_ui^T``. Its squared norm,
 ``sum_uv (a_ui . a_vi)(b_ui . b_vi)``, needs only those rows, and every row's
-output gradients come from *one* reverse pass of ``sum_i R_i``: the cost of
-a training step's backward pass per residual component, instead of a pass
-per entry. This is the *ghost norm* of per-example gradient clipping
-(Goodfellow, 2015; Li et al., 2022), taken here through the input
-derivatives' double-backward graph as well.
+output gradients come from *one* reverse pass of ``sum_i R_i``: a few
+backward passes per residual column (:data:`GROUPS`, to bound the memory),
+instead of a pass per entry. This is the *ghost norm* of per-example
+gradient clipping (Goodfellow, 2015; Li et al., 2022), taken here through
+the input derivatives' double-backward graph as well.
 
-The graph is read, never changed: the products' saved inputs
-(``grad_fn._saved_self`` and ``_saved_mat1``, documented in PyTorch's *Autograd mechanics*,
-*Saved tensors*) and, through node pre-hooks, their output gradients. Where
+The graph is read, not changed: the products' saved inputs
+(``grad_fn._saved_self``, ``_saved_mat1``: PyTorch's *Autograd mechanics*,
+*Saved tensors*) and, through node pre-hooks removed afterwards, their
+output gradients. Where
 the graph holds anything else (a parameter multiplied elementwise, a
 convolution, a product whose rows are not the residual's), the function
 says so by returning ``None``, and the caller takes another exact path. The
