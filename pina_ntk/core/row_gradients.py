@@ -32,7 +32,9 @@ import math
 
 import torch
 
-#: Reverse passes per residual column, at most (see :func:`_groups`).
+#: Each reverse pass holds at most ``1 / GROUPS`` of a column's output
+#: gradients; packed in order, fewer than ``2 GROUPS`` passes per column
+#: (see :func:`_groups`).
 GROUPS = 4
 #: Nodes of a flattening ``reshape``.
 _VIEWS = ("ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0")
