@@ -232,9 +232,10 @@ def chunked_block_traces(chunks, num_blocks, params, reference=None):
     :Example:
         >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
         >>> x = torch.tensor([3.0, 4.0])
-        >>> chunks = ((0, theta * x[i : i + 1]) for i in range(2))
+        >>> # point i's residual theta_0 + theta_1 x_i: ||grad||^2 = 1 + x_i^2
+        >>> chunks = ((0, theta[0] + theta[1] * x[i : i + 1]) for i in range(2))
         >>> chunked_block_traces(chunks, 2, [theta])
-        tensor([25.,  0.])
+        tensor([27.,  0.])
     """
     params = list(params)
     totals = [None] * num_blocks
