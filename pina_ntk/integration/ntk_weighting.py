@@ -230,14 +230,18 @@ class NTKWeighting(KernelWeighting):
             return traces, None
         if isinstance(residual_fn, ChunkedResidualFn):
             try:
+                # the chunked blocks' first chunks are checked as they come
                 check_point_independence(
-                    self._first_chunks(residual_fn, params, pointwise),
+                    self._first_chunks(
+                        residual_fn, params, prepared["by_rows"]
+                    ),
                     prepared["values"],
                 )
                 found = chunked_block_traces(
                     residual_fn.chunks(params, self.chunk_size, chunked),
                     len(chunked),
                     list(params.values()),
+                    reference=prepared["values"],
                 )
             except PointCouplingError as error:
                 self._points_coupled = True
