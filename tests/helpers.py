@@ -7,6 +7,7 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 """
 
 import lightning
+from lightning.pytorch.loggers import Logger
 import numpy as np
 import torch
 from pina import Condition, LabelTensor, Trainer
@@ -129,14 +130,41 @@ class WeightHistory(lightning.Callback):
 
     def __init__(self):
         self.weights = []
-        self.metrics = []
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, idx):
         saved = pl_module.weighting.last_saved_weights()
         self.weights.append({k: float(v) for k, v in saved.items()})
-        self.metrics.append(
-            {k: float(v) for k, v in trainer.callback_metrics.items()}
-        )
+
+
+class MemoryLogger(Logger):
+    """A Lightning logger keeping every ``log_metrics`` call in ``rows``:
+    ``(step, {name: value})``."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows = []
+
+    @property
+    def name(self):
+        return "memory"
+
+    @property
+    def version(self):
+        return 0
+
+    def log_hyperparams(self, params, *args, **kwargs):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        self.rows.append((step, dict(metrics)))
+
+    def series(self, key):
+        """:return: ``[(step, value)]`` of every row holding ``key``."""
+        return [(step, row[key]) for step, row in self.rows if key in row]
+
+    def last(self, key):
+        """:return: The last value logged under ``key``."""
+        return self.series(key)[-1][1]
 
 
 def ntk_callback(trainer):

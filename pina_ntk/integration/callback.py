@@ -32,14 +32,16 @@ class NTKCallback(Callback):
     weights of the next step); see
     :class:`~pina_ntk.SketchNTKWeighting`'s ``sample_after_backward``.
 
-    Logged through the solver (``pl_module.log``) every
+    Written to the trainer's loggers (``trainer.loggers``, at the step whose
+    weights they are, beside PINA's condition losses of that step) every
     ``log_every_n_steps`` optimisation steps: ``ntk_weight/<condition>``,
     ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>``,
     ``ntk_refreshes`` and ``ntk_safeguard/{accepted,rejected,sum}``. The
     whole state (buffers, safeguard, step counter, probe seed, weights) is
     saved in and restored from Lightning checkpoints. The current values
     are read from :attr:`statistics` (``weights``, ``traces``, ``kernel``,
-    ``step``).
+    ``step``); the logged ones are not in ``trainer.callback_metrics``
+    (see :func:`~pina_ntk.integration.lightning_logging.log_values`).
 
     :param int log_every_n_steps: Optimisation steps between logged values;
         ``None`` (default) uses the trainer's ``log_every_n_steps``. PINA's
@@ -111,9 +113,11 @@ class NTKCallback(Callback):
 
     @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Start recording the residuals of this step; seed its probes."""
+        """Start recording the residuals of this step if it reads them;
+        seed its probes."""
         self._recorder.attach()
-        self._recorder.start()
+        if self.statistics.needs_residuals:
+            self._recorder.start()
         self.statistics.begin_step(trainer.global_rank, self._recorder)
 
     @override
@@ -131,7 +135,7 @@ class NTKCallback(Callback):
         if is_logging_step(trainer, statistics.step, every):
             values = statistics.log_values()
             if values:
-                log_values(pl_module, values)
+                log_values(trainer, values, statistics.step)
                 self._warn()
         statistics.end_step()
 

@@ -34,7 +34,7 @@ from .recording import batch_calls, replay_residual_fn
 from ..core.checks import check_int, check_optional_interval
 from ..core.weights import entry_weights
 
-#: Prefix of the names logged through ``pl_module.log``.
+#: Prefix of the logged names.
 LOG_PREFIX = "ntk_diagnostics"
 
 
@@ -94,7 +94,7 @@ class NTKDiagnosticsCallback(Callback):
     extra forward and backward pass per step, plus ``n`` backward passes and
     an ``n × n`` eigendecomposition on kernel steps: use it on small problems.
 
-    Logged through ``pl_module.log`` under ``ntk_diagnostics/``:
+    Written to the trainer's loggers under ``ntk_diagnostics/``:
     ``residual_sq``, ``grad_sq``, ``avg_residual_sq``, ``avg_grad_sq``,
     ``weight/<condition>`` and, on kernel steps, ``eig_min``, ``eig_max`` and
     every eigenvalue as ``eig/<i>`` (ascending), every ``log_every_n_steps``
@@ -239,7 +239,7 @@ class NTKDiagnosticsCallback(Callback):
             }
         self._append(record)
         if is_logging_step(trainer, step, self.log_every_n_steps):
-            self._log(pl_module, trainer, record)
+            self._log(trainer, record, step)
 
     @override
     def on_train_end(self, trainer, pl_module):
@@ -276,7 +276,7 @@ class NTKDiagnosticsCallback(Callback):
             for name, value in record["kernel_traces"].items():
                 history["kernel_traces"].setdefault(name, []).append(value)
 
-    def _log(self, pl_module, trainer, record):
+    def _log(self, trainer, record, step):
         history = self.history
         values = {
             "residual_sq": record["residual_sq"],
@@ -293,8 +293,7 @@ class NTKDiagnosticsCallback(Callback):
                 {f"eig/{i}": value for i, value in enumerate(eigenvalues)}
             )
         log_values(
-            pl_module,
-            {f"{LOG_PREFIX}/{k}": float(v) for k, v in values.items()},
+            trainer, {f"{LOG_PREFIX}/{k}": v for k, v in values.items()}, step
         )
 
     # ---------------------------------------------------------- checkpoint

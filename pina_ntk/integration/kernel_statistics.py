@@ -13,8 +13,8 @@ sum, and checkpoints its :meth:`KernelStatistics.state_dict`.
 
 One step, in order::
 
-    begin_step(rank, residuals)        seed the step's probes; if due and
-                                       the band applies, tap the gradients
+    begin_step(rank, residuals)        if due: seed the step's probes and,
+                                       if the band applies, tap gradients
     weights_for_step(losses)           (from the weighting, in PINA's loss)
       check_names(names)               the same conditions at every step
       refresh(blocks, params, fn)      if due: sample -> buffer ->
@@ -118,6 +118,7 @@ class KernelStatistics:
         self.reports = RunReports()
         self._residuals = None  # StepResiduals of the running step
         self._weights = None  # (C,) weights of the reduced condition losses
+        self._weight_dict = (None, {})  # (weights, their weight_tensors)
         self._traces = None  # (C,) trace estimates behind the weights
         self._buffer = None  # KernelBuffer, from the first sample on
         self._points = None  # inputs of the last step (full-kernel check)
@@ -164,8 +165,10 @@ class KernelStatistics:
         self.reports.start_step(residuals.device)
         self._residuals = residuals
         self.in_training_step = True
+        if not self.is_due():
+            return  # no probe is drawn, no gradient tapped
         self.generator.manual_seed(probe_seed(self.seed, rank, self.step))
-        if self.weighting.band_applies() and self.is_due():
+        if self.weighting.band_applies():
             # before the forward pass: its evaluations run through the tap
             self._tap = ConditionGradientTap(residuals.parameters())
             residuals.tap_gradients(self._tap)
@@ -268,6 +271,17 @@ class KernelStatistics:
         self.in_training_step = False
 
     # ------------------------------------------------------- the statistics
+    @property
+    def needs_residuals(self):
+        """
+        Whether the next step reads its residuals: a refresh is due, or a
+        deferred sample waits to enter the weights. Other steps use the
+        last weights as they are, so their residuals need not be recorded.
+
+        :rtype: bool
+        """
+        return self.is_due() or self._weights_stale
+
     def check_names(self, names):
         """
         Require the conditions of the first step, in its order.
@@ -502,7 +516,14 @@ class KernelStatistics:
         """
         if self._weights is None:
             return {}
-        return dict(zip(self.names, self._weights))
+        # built once per weights tensor: indexing it costs an operation per
+        # condition, at every step
+        if self._weight_dict[0] is not self._weights:
+            self._weight_dict = (
+                self._weights,
+                dict(zip(self.names, self._weights)),
+            )
+        return dict(self._weight_dict[1])
 
     @property
     def weights(self):

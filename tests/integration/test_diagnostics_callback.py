@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from helpers import assert_figure, make_solver, make_trainer
+from helpers import MemoryLogger, assert_figure, make_solver, make_trainer
 from pina_ntk import NTKWeighting
 from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.integration.diagnostics_callback import NTKDiagnosticsCallback
@@ -159,22 +159,25 @@ def test_histories_survive_a_checkpoint_round_trip(tmp_path):
     assert restored.history == first.history
 
 
-def test_logs_through_the_solver_and_plots(tmp_path):
+def test_logs_to_the_loggers_and_plots(tmp_path):
     callback = NTKDiagnosticsCallback(max_entries=ENTRIES, log_every_n_steps=1)
-    _, trainer, callback = train(3, NTKWeighting(), callback)
+    logger = MemoryLogger()
+    _, trainer, callback = train(3, NTKWeighting(), callback, logger=logger)
     trainer.train()
-    metrics = trainer.callback_metrics
-    last = callback.history["eigenvalues"][-1]
-    assert float(metrics["ntk_diagnostics/eig_max"]) == pytest.approx(
-        last[-1], rel=1e-6
+    history = callback.history
+    # each step's values at that step: eigenvalues on kernel steps only
+    assert [s for s, _ in logger.series("ntk_diagnostics/residual_sq")] == (
+        history["step"]
     )
+    eig_max = logger.series("ntk_diagnostics/eig_max")
+    assert eig_max[-1][1] == pytest.approx(history["eigenvalues"][-1][-1])
     for key in (
         "avg_residual_sq",
         "avg_grad_sq",
         "weight/D",
         f"eig/{ENTRIES - 1}",
     ):
-        assert f"ntk_diagnostics/{key}" in metrics
+        assert logger.series(f"ntk_diagnostics/{key}")
     path = tmp_path / "diagnostics.png"
     plot_diagnostics(callback.history, str(path))
     assert_figure(path)

@@ -11,7 +11,13 @@ from lightning.pytorch.loggers import CSVLogger
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
-from helpers import make_solver, make_trainer, ntk_callback
+from helpers import (
+    MemoryLogger,
+    WeightHistory,
+    make_solver,
+    make_trainer,
+    ntk_callback,
+)
 
 WEIGHTINGS = {
     "exact": lambda: NTKWeighting(),
@@ -123,3 +129,21 @@ def test_training_gives_finite_positive_logged_weights(tmp_path, kind, name):
             for c in solver.problem.conditions.values()
         )
         assert kernel.shape == (n, n) and torch.allclose(kernel, kernel.T)
+
+
+def test_logged_weights_are_those_of_their_step_beside_its_losses():
+    # each step's weights are written at that step, beside PINA's condition
+    # losses of the step, and straight to the loggers: nothing enters
+    # Lightning's result collection, which full-batch training resets at
+    # every step (one epoch each), whatever the logging interval
+    solver = make_solver("poisson", weighting=WEIGHTINGS["predictor"]())
+    history, logger = WeightHistory(), MemoryLogger()
+    steps = 4
+    trainer = make_trainer(solver, steps, callbacks=[history], logger=logger)
+    trainer.train()
+    for condition in solver.problem.conditions:
+        used = [(t, w[condition]) for t, w in enumerate(history.weights)]
+        assert logger.series(f"ntk_weight/{condition}") == used
+        losses = logger.series(f"{condition}_loss")
+        assert [t for t, _ in losses] == list(range(steps))
+    assert not [k for k in trainer.callback_metrics if k.startswith("ntk_")]

@@ -2,11 +2,14 @@
 
 import math
 
+import lightning
 import pytest
 import torch
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 from pina_ntk.core.moving_average import rate_per_sample
+from pina_ntk.integration.kernel_statistics import KernelStatistics
+from pina_ntk.integration.recording import ResidualRecorder
 
 from helpers import (
     WeightHistory,
@@ -91,6 +94,39 @@ def test_weights_change_only_when_a_sample_enters(deferred):
             assert weights[step] != weights[step - 1], step
         else:
             assert weights[step] == weights[step - 1], step
+
+
+@pytest.mark.parametrize("deferred", [True, False])
+def test_residuals_are_recorded_only_at_steps_that_read_them(
+    monkeypatch, deferred
+):
+    # between refreshes the weights stay as they are and the step's residuals
+    # are not recorded; a deferred sample's next step reads them (the
+    # safeguard). The weights are bitwise those of recording every step.
+    recorded = []
+    start = ResidualRecorder.start
+
+    def spy(recorder):
+        recorded.append(recorder.solver.trainer.global_step)
+        start(recorder)
+
+    def run():
+        lightning.seed_everything(0, verbose=False)
+        weighting = SketchNTKWeighting(
+            warmup_samples=2,
+            sample_every_n_steps=4,
+            sample_after_backward=deferred,
+            seed=0,
+        )
+        weights, _ = train(weighting, steps=9)
+        return weights
+
+    monkeypatch.setattr(ResidualRecorder, "start", spy)
+    weights = run()
+    assert recorded == ([0, 1, 4, 5, 8] if deferred else [0, 4, 8])
+    monkeypatch.setattr(KernelStatistics, "needs_residuals", True)
+    recorded.clear()
+    assert run() == weights and recorded == list(range(9))
 
 
 @pytest.mark.parametrize("every", [1, 2, 5])

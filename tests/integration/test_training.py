@@ -6,7 +6,13 @@ import torch
 
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
 
-from helpers import WeightHistory, make_solver, make_trainer, ntk_callback
+from helpers import (
+    MemoryLogger,
+    WeightHistory,
+    make_solver,
+    make_trainer,
+    ntk_callback,
+)
 
 
 def test_larger_kernel_trace_gets_smaller_weight():
@@ -64,10 +70,15 @@ def test_batches_update_once_per_optimisation_step():
         sample_every_n_steps=1, warmup_samples=2, estimator="parameter"
     )
     solver = make_solver("poisson", weighting=weighting, n=20)
-    history = WeightHistory()  # after the NTKCallback: sees what it logged
+    history, logger = WeightHistory(), MemoryLogger()
     callbacks = [NTKCallback(log_every_n_steps=1), history]
     trainer = make_trainer(
-        solver, steps=2, callbacks=callbacks, ntk=False, batch_size=10
+        solver,
+        steps=2,
+        callbacks=callbacks,
+        ntk=False,
+        batch_size=10,
+        logger=logger,
     )
     trainer.train()
     steps = trainer.global_step  # the optimiser's count, not a hook's
@@ -75,10 +86,10 @@ def test_batches_update_once_per_optimisation_step():
     assert len(history.weights) == steps
     assert ntk_callback(trainer).statistics.step == steps
     # the refresh counter of every step: one more sample per step
-    refreshes = [m["ntk_refreshes"] for m in history.metrics]
-    assert refreshes == [float(t + 1) for t in range(steps)]
+    refreshes = logger.series("ntk_refreshes")
+    assert refreshes == [(t, float(t + 1)) for t in range(steps)]
     # and each step's traces and weights take its sample in
-    traces = [m["ntk_trace/D"] for m in history.metrics]
+    traces = [value for _, value in logger.series("ntk_trace/D")]
     assert len(set(traces)) == steps
     for before, after in zip(history.weights, history.weights[1:]):
         assert before != after
