@@ -184,10 +184,12 @@ trainer.train()
 # failure is the imbalance between the loss terms. `--fourier-features 0`
 # (or `WaveSettings(fourier_features=0)`) trains the plain MLP.
 #
-# The exact-NTK PINN recomputes its weights every `exact_every` steps (one
-# backward pass per residual entry: about a thousand per update); the
-# sketch-NTK PINN draws one sketch every `sample_every` steps into a moving
-# average that spans about 1,000 steps.
+# The exact-NTK PINN recomputes its weights every `exact_every` steps
+# (Wang et al. run one backward pass per residual entry, about a thousand
+# per update here; pina-ntk takes the same traces from a few reverse passes
+# per residual column through the step's own graph, about two training
+# steps' work); the sketch-NTK PINN draws one sketch every `sample_every`
+# steps into a moving average that spans about 1,000 steps.
 #
 # **Which settings.** The outputs stored in this notebook were computed
 # with three settings that differ from the defaults of
@@ -280,10 +282,13 @@ plt.show()
 # boundary terms being too weak against the interior residual. Both NTK
 # PINNs resolve the fast mode, and the sketched weights give errors of the
 # same size as the exact ones. Their costs differ in kind: the sketch adds
-# one forward pass per step, an exact update one backward pass per residual
-# entry. With exact updates every 500 steps on 900 entries both are
-# affordable (compare the wall times in the table); the exact cost grows
-# with the number of points and with the update frequency.
+# one forward pass per step, an exact update a few reverse passes per
+# residual column (Wang et al.'s method: one backward pass per residual
+# entry, whose cost grows as the square of the number of points). With
+# exact updates every 500 steps on 900 entries both are affordable. The
+# wall times in the table come from the earlier version that made the
+# stored run, when an exact update still took one pass per entry;
+# [the scaling page](../../docs/scaling.md) has the current costs.
 #
 # ## What's next?
 #
