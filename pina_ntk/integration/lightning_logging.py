@@ -33,10 +33,10 @@ def log_values(trainer, values, step):
     (``LearningRateMonitor``, ``DeviceStatsMonitor``) do, not through
     ``pl_module.log``: Lightning keeps every key logged through the module
     in its result collection and resets them all at every epoch, which in
-    PINA's full-batch training is every step. Ten keys so logged cost about
-    4 % of a small PINN's step (3×100 network, 100 points, one CPU thread)
-    at every step, even when written every 50 steps. Values written here
-    cost nothing between logging steps; they do not appear in
+    PINA's full-batch training is every step: each key so logged costs
+    every step some Python work, even when written every 50 steps, which a
+    small PINN's step on a CPU shows. Values written here cost nothing
+    between logging steps; they do not appear in
     ``trainer.callback_metrics``.
 
     :param trainer: The Lightning trainer.
