@@ -18,6 +18,7 @@ from pina.problem.zoo import InversePoisson2DSquareProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, ntk_traces
+from pina_ntk.integration import ntk_weighting
 
 from helpers import make_solver, make_trainer, mlp, ntk_callback
 from reference import block_traces, jacobian_blocks
@@ -221,3 +222,28 @@ def test_a_feed_forward_network_takes_a_few_passes_whatever_the_points(kind):
             ntk_traces(solver, method="exact", chunk_size=CHUNK)
         calls.append(grad.call_count)
     assert calls[0] == calls[1]
+
+
+def test_mixed_precision_updates_take_the_rows():
+    # under autocast the step's graph casts the weights, which the rows do
+    # not follow; the update takes the residual again in full precision,
+    # where they apply: no condition falls back to chunks
+    taken = []
+    rows = ntk_weighting.row_gradient_traces
+
+    def spy(residual, weights):
+        traces = rows(residual, weights)
+        taken.append(traces is not None)
+        return traces
+
+    solver = make_solver("poisson", weighting=NTKWeighting())
+    with mock.patch.object(ntk_weighting, "row_gradient_traces", spy):
+        make_trainer(solver, steps=2, precision="bf16-mixed").train()
+    assert taken and all(taken)
+    # which a graph built under autocast would not give
+    model = mlp(2, 1)
+    points = torch.randn(5, 2, requires_grad=True)
+    weights = list(model.parameters())
+    assert rows(model(points).reshape(-1), weights) is not None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert rows(model(points).reshape(-1), weights) is None
