@@ -113,8 +113,8 @@ class NTKCallback(Callback):
 
     @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Start recording the residuals of this step if it reads them;
-        seed its probes."""
+        """Record this step's residuals if the statistics read them; hand
+        the step to the statistics."""
         self._recorder.attach()
         if self.statistics.needs_residuals:
             self._recorder.start()

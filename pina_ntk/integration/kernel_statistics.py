@@ -118,7 +118,6 @@ class KernelStatistics:
         self.reports = RunReports()
         self._residuals = None  # StepResiduals of the running step
         self._weights = None  # (C,) weights of the reduced condition losses
-        self._weight_dict = (None, {})  # (weights, their weight_tensors)
         self._traces = None  # (C,) trace estimates behind the weights
         self._buffer = None  # KernelBuffer, from the first sample on
         self._points = None  # inputs of the last step (full-kernel check)
@@ -516,14 +515,7 @@ class KernelStatistics:
         """
         if self._weights is None:
             return {}
-        # built once per weights tensor: indexing it costs an operation per
-        # condition, at every step
-        if self._weight_dict[0] is not self._weights:
-            self._weight_dict = (
-                self._weights,
-                dict(zip(self.names, self._weights)),
-            )
-        return dict(self._weight_dict[1])
+        return dict(zip(self.names, self._weights))
 
     @property
     def weights(self):
