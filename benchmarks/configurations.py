@@ -93,7 +93,7 @@ SKETCH_KEYS = ("predictor_forward", "predictor_central", "predictor_plain")
 SKETCH_KEYS += ("parameter",)
 #: Full and ``--quick`` settings.
 FULL = dict(widths=[100, 300], depth=3, points=[300, 300, 200], steps=100)
-FULL.update(warmup=5, rounds=3, period=100, exact_steps=2, memory_steps=2)
+FULL.update(warmup=5, rounds=6, period=100, exact_steps=2, memory_steps=2)
 FULL.update(threads=1, seed=0, min_periods=3, rows=None)
 FULL.update(problem="acoustic_wave")
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
