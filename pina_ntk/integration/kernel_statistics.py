@@ -19,6 +19,8 @@ One step, in order::
       check_names(names)               the same conditions at every step
       refresh(blocks, params, fn)      if due: sample -> buffer ->
                                        (band) -> safeguard -> weights
+                                       (deferred: prepare the sample;
+                                       weights only if stale)
       update_weights(blocks)           else, if weights_stale: buffer ->
                                        safeguard -> weights
     complete_deferred()                after the backward pass: the loss
@@ -314,7 +316,9 @@ class KernelStatistics:
         """
         Refresh the statistics and the weights at a due step: draw the
         samples (the warm start first), fold them in, form the weights and
-        pass them through the safeguard.
+        pass them through the safeguard. A deferred sample is only prepared
+        here; the weights are formed again only if something entered since
+        they were last formed.
 
         :param residuals: The step's ``R(theta_t)`` blocks, with their graph,
             in the order of :meth:`check_names`.
@@ -354,7 +358,11 @@ class KernelStatistics:
             )
             self._pending = (prepared, params, sizes)
         self.refreshes += 1
-        self._update_weights(residuals, sizes)
+        if not deferred or self._weights is None or self._weights_stale:
+            # A deferred rule's refresh folds nothing in (its sample enters
+            # at the next step): the weights would be the same proposal,
+            # reviewed again. Each proposal is formed and reviewed once.
+            self._update_weights(residuals, sizes)
 
     def fold_gradients(self, local):
         """

@@ -97,6 +97,28 @@ def test_weights_change_only_when_a_sample_enters(deferred):
 
 
 @pytest.mark.parametrize("deferred", [True, False])
+def test_the_safeguard_reviews_each_proposal_once(deferred):
+    # weights are formed (and reviewed) only when new traces enter: the warm
+    # start's at step 0 (the safeguard starts there), then one sample per
+    # period. A deferred sample's refresh step brings nothing new, so it
+    # forms no weights; reviewing its unchanged proposal again would count
+    # extra reviews at steps 3 and 6.
+    weighting = SketchNTKWeighting(
+        warmup_samples=2,
+        estimator="parameter",
+        sample_every_n_steps=3,
+        sample_after_backward=deferred,
+        safeguard=lambda t: 1e30,  # never binds
+        seed=3,
+    )
+    train(weighting, steps=8)
+    entering = [1, 4, 7] if deferred else [3, 6]
+    guard = weighting.safeguard
+    assert guard.accepted.item() == len(entering)
+    assert guard.rejected.item() == 0
+
+
+@pytest.mark.parametrize("deferred", [True, False])
 def test_residuals_are_recorded_only_at_steps_that_read_them(
     monkeypatch, deferred
 ):
