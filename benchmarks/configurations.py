@@ -85,9 +85,6 @@ CONFIG_KEYS = tuple(key for key, _, _ in CONFIGS)
 LABELS = {key: label for key, label, _ in CONFIGS}
 SPECS = {key: spec for key, _, spec in CONFIGS}
 REFERENCE_KEYS = ("reference_evaluation", "reference_predictor")
-#: The predictor's reference work at one step per sample period of the
-#: default sketch, hooks at every step: the least a sketch's callback costs.
-SPACED_REFERENCE = "reference_spaced"
 #: Rows with a sample every k > 1 steps: their k.
 SAMPLE_PERIODS = {key: spec[1].get(K, 1) for key, spec in SPECS.items() if spec}
 SAMPLE_PERIODS = {key: k for key, k in SAMPLE_PERIODS.items() if k > 1}
@@ -164,22 +161,17 @@ def build_solver(task, key, safeguard="default", spec="row"):
     solver = Solver(problem, model, weighting=weighting)
     if key in REFERENCE_KEYS:
         return solver, [UnavoidableWork(key == "reference_predictor")]
-    if key == SPACED_REFERENCE:
-        every = make_weighting("sketch").refresh_every_n_steps
-        return solver, [UnavoidableWork(True, every)]
     return solver, [NTKCallback()] if kind in ("exact", "sketch") else []
 
 
 class UnavoidableWork(Callback):
     """The reference rows: unweighted training plus the work a sketch cannot
     avoid: each condition evaluated once more after the backward pass and,
-    with ``vjp`` (the predictor's), a backward pass for ``J^T g`` before;
-    at the steps ``0, every, 2 every, ...`` only."""
+    with ``vjp`` (the predictor's), a backward pass for ``J^T g`` before."""
 
-    def __init__(self, vjp, every=1):
+    def __init__(self, vjp):
         super().__init__()
         self.vjp, self._recorder, self._calls = vjp, None, None
-        self.every, self._step = every, 0
 
     def setup(self, trainer, pl_module, stage):
         if self.vjp:  # watch the residuals for the backward pass
@@ -191,13 +183,12 @@ class UnavoidableWork(Callback):
             self._recorder.detach()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        due, self._step = self._step % self.every == 0, self._step + 1
-        self._calls = batch_calls(pl_module, batch) if due else None
-        if self._recorder is not None and due:
+        self._calls = batch_calls(pl_module, batch)
+        if self._recorder is not None:
             self._recorder.start()
 
     def on_before_backward(self, trainer, pl_module, loss):
-        if self._recorder is not None and self._recorder.recording:
+        if self._recorder is not None:
             residuals = self._recorder.residuals
             params = trainable_parameters(pl_module).values()
             predictor_direction(residuals, params, sample_probe(residuals))
@@ -205,7 +196,7 @@ class UnavoidableWork(Callback):
 
     def on_after_backward(self, trainer, pl_module):
         with torch.enable_grad():  # PINA's operators differentiate inputs
-            for _, evaluate, data in self._calls or ():
+            for _, evaluate, data in self._calls:
                 evaluate(data, pl_module)
         self._calls = None
 

@@ -44,8 +44,6 @@ ROWS = (
     ("reference_evaluation", configurations.REFERENCE + "*", None),
     ("reference_predictor",
      configurations.REFERENCE + " and one `Jᵀg` backward*", None),
-    (configurations.SPACED_REFERENCE, "*the same, at one step per sample "
-     "period*", None),
 )
 #: The sketch rows (a sample every 10 steps) and the reference of each floor.
 FLOOR_REFERENCE = {"default": "reference_predictor",
@@ -85,7 +83,6 @@ EXACT = ("exact_every_100", "exact_every_step")
 #: Rows timed step by step (median over the measured steps).
 PER_STEP = ("pina_ntk", "pina_self_adaptive", *configurations.REFERENCE_KEYS)
 SAMPLE_PERIOD = 10
-SPACED = configurations.SPACED_REFERENCE
 #: The target: the default's amortised ratio at most its floor plus this.
 FLOOR_MARGIN = 0.02
 
@@ -154,7 +151,7 @@ def round_ratios(runs, warmup):
             for d in r["durations"][warmup:]]  # fmt: skip
     step, period = median(base), median_period_mean(base, SAMPLE_PERIOD)
     ratios = {"unweighted": (step, 1.0)}
-    for key in [k for k in (*FLOOR_REFERENCE, SPACED) if k in durations]:
+    for key in FLOOR_REFERENCE:
         value = median_period_mean(durations[key][warmup:], SAMPLE_PERIOD)
         ratios[key] = (value, value / period)
     for key in PER_STEP:
@@ -186,7 +183,6 @@ def summarise(rounds, settings):
     excesses = [r["default"][1] - 1 - (r[ref["default"]][1] - 1) / SAMPLE_PERIOD
                 for r in per_round]  # fmt: skip
     excess = rows["default"]["ratio"] - floors["default"]
-    spaced = [r["default"][1] - r[SPACED][1] for r in per_round if SPACED in r]
     memory = [r["memory"] for r in rounds if "memory" in r]
     memory = {k: [m for m in memory if k in m] for k in SPECS}  # not all: exact
     memory_ratios = {k: [m[k] / max(m["unweighted"], 1) for m in found]
@@ -195,8 +191,7 @@ def summarise(rounds, settings):
     chunks = [r["chunks"] for r in rounds if "chunks" in r]
     chunks = {k: [c[k] for c in chunks] for k in (chunks[0] if chunks else {})}
     return {"rows": rows, "floors": floors, "excess": excess,
-            "excess_rounds": excesses, "spaced_excess_rounds": spaced,
-            "memory": memory,
+            "excess_rounds": excesses, "memory": memory,
             "memory_ratios": memory_ratios, "chunks": chunks}  # fmt: skip
 
 
@@ -265,9 +260,7 @@ def measure(settings, workdir, log, save):
 README_MARKERS = ("<!-- scaling -->", "<!-- /scaling -->")
 FIGURE = "figures/scaling.png"
 #: The rows of the figure: all but unweighted (the first) and the references.
-PLOTTED = [
-    k for k in SPECS if k not in (*configurations.REFERENCE_KEYS, SPACED)
-][1:]
+PLOTTED = [k for k in SPECS if k not in configurations.REFERENCE_KEYS][1:]
 #: The page's prose: paragraphs, each one line once its whitespace is joined.
 TEXT = """PINA's `Poisson2DSquareProblem` (stationary: the `gradient_band=4`
 row's band acts), fixed random points, a quarter of them on the boundary,
@@ -290,11 +283,7 @@ rows](benchmark-method.md#reference-rows).
 Floor: `1 + (reference − 1) / {period}`, the reference row's unavoidable
 work once per sample period (predictor rows: the reference with the `Jᵀg`
 backward; parameter-space: with the evaluation only). Target: the default
-within {margin} of its floor, each round's excess against its own reference.
-Measured floor: the predictor's reference row doing its work at one step per
-sample period, with a callback's hooks at every step (what a sketch driven by
-a callback cannot avoid; no target), and the default's excess over it, each
-round's against its own."""
+within {margin} of its floor, each round's excess against its own reference."""
 
 
 def sweeps(document):
@@ -391,7 +380,6 @@ def render(document):
     lines += [text[1], "", text[2], ""]
     header = ["n", "width", "default", "its floor", "excess",
               f"{harness.LEVEL:.0%} interval", "target"]  # fmt: skip
-    header += ["measured floor", "excess", f"{harness.LEVEL:.0%} interval"]
     header += ["`gradient_band=4`", "excess", "parameter-space", "excess"]
     rows = []
     for entry in sizes:
@@ -402,14 +390,10 @@ def render(document):
         row += [f"{ratio['default']:.3f}", f"{floor['default']:.3f}"]
         row += [f"{summary['excess']:+.3f}", f"{low:+.3f} to {high:+.3f}"]
         row += [harness.judged(summary["excess_rounds"], FLOOR_MARGIN)]
-        spaced = summary["spaced_excess_rounds"]
-        low, high = harness.bootstrap_interval(spaced)
-        row += [f"{summary['rows'][SPACED]['ratio']:.3f}"]
-        row += [f"{median(spaced):+.3f}", f"{low:+.3f} to {high:+.3f}"]
         for key in ("band", "parameter"):
             row += [f"{ratio[key]:.3f}", f"{ratio[key] - floor[key]:+.3f}"]
         rows.append(row)
-    lines += harness.markdown_table(header, rows, "r" * 14) + [""]
+    lines += harness.markdown_table(header, rows, "r" * 11) + [""]
     for entry in [e for e in sizes if "skipped" in e]:
         n, width = entry["size"]
         lines.append(f"- n = {n:,}, width {width}: exact rows skipped, "

@@ -15,10 +15,8 @@ from pina.model import FeedForward
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
-import configurations  # noqa: E402
 import harness  # noqa: E402
 import scaling  # noqa: E402
-from pina_ntk import SketchNTKWeighting  # noqa: E402
 
 WARMUP = 2
 
@@ -38,8 +36,6 @@ def hand_round(exact=True):
     runs.append(run("default", ([1.0] * 9 + [2.5]) * 2))  # mean 1.15
     runs.append(run("band", ([1.0] * 9 + [2.0]) * 2))  # mean 1.1
     runs.append(run("parameter", ([1.0] * 9 + [1.5]) * 2))  # mean 1.05
-    # the reference's work at one step per period (median step 1.0)
-    runs.append(run("reference_spaced", ([1.0] * 9 + [2.0]) * 2))  # 1.1
     for key, value in (
         ("pina_ntk", 1.3),
         ("pina_self_adaptive", 1.2),
@@ -60,7 +56,6 @@ def test_round_ratios_by_hand():
         "default": 1.15,
         "band": 1.1,
         "parameter": 1.05,
-        "reference_spaced": 1.1,
         # medians: the stray slow step does not count
         "pina_ntk": 1.3,
         "pina_self_adaptive": 1.2,
@@ -103,9 +98,6 @@ def test_summary_floors_and_the_defaults_excess():
     assert summary["excess"] == pytest.approx(0.09)
     # each round's excess against its own round's floor (1.06 in each)
     assert summary["excess_rounds"] == pytest.approx([0.09, 0.09, 0.24])
-    # the excess over the measured floor, each round against its own: the
-    # spaced reference's period mean 1.1 (a median-step ratio would be 1.0)
-    assert summary["spaced_excess_rounds"] == pytest.approx([0.05, 0.05, 0.2])
     assert summary["rows"]["default"]["rounds"] == pytest.approx(
         [1.15, 1.15, 1.3]
     )
@@ -214,38 +206,6 @@ def test_skipped_rows_are_left_out_of_the_crossing():
         {"summary": {"rows": {}}},  # skipped: above the cap
     ]
     assert scaling.crossing([100, 1000], entries) is None
-
-
-def test_spaced_reference_works_once_per_default_sample_period(monkeypatch):
-    directions, evaluated = [], []
-    direction = configurations.predictor_direction
-    calls = configurations.batch_calls
-
-    def counted_direction(*args):
-        directions.append(len(directions))
-        return direction(*args)
-
-    def counted_calls(solver, batch):
-        def counted(name, evaluate):
-            return lambda data, model: evaluated.append(name) or evaluate(
-                data, model
-            )
-
-        return [(n, counted(n, e), d) for n, e, d in calls(solver, batch)]
-
-    monkeypatch.setattr(
-        configurations, "predictor_direction", counted_direction
-    )
-    monkeypatch.setattr(configurations, "batch_calls", counted_calls)
-    task = dict(scaling.QUICK, problem="poisson", width=8, round=0)
-    task.update(points=[12, 0, 4], accelerator="cpu")
-    key = configurations.SPACED_REFERENCE
-    configurations.train_row(task, key, 12, spec=scaling.SPECS[key])
-    period = SketchNTKWeighting().refresh_every_n_steps
-    due = len(range(0, 12, period))  # steps 0, period, 2 period, ...
-    assert due < 12 and len(directions) == due
-    conditions = set(evaluated)
-    assert conditions and len(evaluated) == due * len(conditions)
 
 
 @pytest.mark.parametrize("width", [10, 100, 1000])
