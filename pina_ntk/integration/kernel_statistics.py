@@ -127,7 +127,7 @@ class KernelStatistics:
         self._counts = None
         # (prepared sample, parameters, global sizes) awaiting the backward
         self._pending = None
-        # a deferred sample was folded in after the last weights were formed
+        # something was folded in after the last weights were formed
         self._weights_stale = False
         # MovingAverage of the squared loss-gradient norms (gradient_band)
         self._gradients = None
@@ -253,7 +253,6 @@ class KernelStatistics:
                 self.generator,
             )
         self._fold_in([sample], sizes)
-        self._weights_stale = True
 
     def end_step(self):
         """Close the step: drop what is pending, count the step."""
@@ -358,10 +357,10 @@ class KernelStatistics:
             )
             self._pending = (prepared, params, sizes)
         self.refreshes += 1
-        if not deferred or self._weights is None or self._weights_stale:
+        if self._weights_stale:
             # A deferred rule's refresh folds nothing in (its sample enters
-            # at the next step): the weights would be the same proposal,
-            # reviewed again. Each proposal is formed and reviewed once.
+            # at the next step): forming the weights would review the same
+            # proposal again. Each proposal is formed and reviewed once.
             self._update_weights(residuals, sizes)
 
     def fold_gradients(self, local):
@@ -454,7 +453,8 @@ class KernelStatistics:
 
     def _fold_in(self, samples, sizes):
         """Fold samples into the moving-average buffers (Algorithm 3);
-        ``sizes`` are the entry counts summed over the processes."""
+        ``sizes`` are the entry counts summed over the processes. The
+        weights are stale until formed again."""
         weighting = self.weighting
         if self._buffer is None:
             # alpha is a rate per optimisation step; a sample every n steps
@@ -470,6 +470,7 @@ class KernelStatistics:
             kernels = torch.stack([k for _, k in samples])
         self._buffer.update(per_entry, kernels)
         self.reports.flag_invalid(torch.isfinite(per_entry).all())
+        self._weights_stale = True
 
     @torch.no_grad()
     def _update_weights(self, residuals, sizes):
