@@ -239,7 +239,6 @@ class KernelStatistics:
             tap, self._tap = self._tap, None
             self._residuals.tap_gradients(None)
             self.fold_gradients(tap.rows(self.names))
-            self._weights_stale = True
         if self._pending is None:
             return
         prepared, params, sizes = self._pending
@@ -369,7 +368,7 @@ class KernelStatistics:
         their moving average (``gradient_band`` only): rate
         :data:`~pina_ntk.core.gradient_band.GRADIENT_ALPHA` per step. A
         sample with a non-finite norm (a loss scaler's overflow step) is
-        not folded in.
+        not folded in. The weights are stale until formed again.
 
         Under data parallelism each rank differentiates its own share of
         the points, and DDP averages the ranks' gradients: so are these,
@@ -389,6 +388,7 @@ class KernelStatistics:
             )
             self._gradients = MovingAverage(rate)
         self._gradients.update(squared.unsqueeze(0))
+        self._weights_stale = True
 
     def update_weights(self, residuals):
         """
