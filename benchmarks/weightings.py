@@ -240,6 +240,13 @@ def _train(job, record):
             record["final_weights"] = harness.applied_weights(solver)
         except Exception:  # a failed run may leave no weights to read
             pass
+        # proposals of weights not used, by reason, and the blocks sketched
+        # on their own (pina-ntk's weightings; None for the others)
+        driver = getattr(weighting, "driver", None)
+        record["rejections"] = None
+        if driver is not None:
+            found = driver.rejections
+            record["rejections"] = dict(found, isolated=driver.isolated_blocks)
 
 
 def plan_jobs(problems, weightings_of, settings, seeds=None):

@@ -217,6 +217,25 @@ def has_condition_history(analysis):
     )
 
 
+def rejection_cell(runs):
+    """Proposals of weights whose estimate was unusable (non-finite,
+    negative, all zero) over all proposals of the runs, and the blocks
+    sketched on their own (with their seeds)."""
+    if any("rejections" not in r for r in runs):
+        return "not recorded"
+    found = [r["rejections"] for r in runs if r["rejections"]]
+    if not found:
+        return "—"
+    bad = sum(
+        f[k] for f in found for k in ("non_finite", "negative", "all_zero")
+    )
+    cell = f"{bad} of {sum(f['proposals'] for f in found)}"
+    isolated = [b for f in found for b in f["isolated"]]
+    blocks = {b: isolated.count(b) for b in dict.fromkeys(isolated)}
+    isolated = ", ".join(f"{b} ({n} seed(s))" for b, n in blocks.items())
+    return cell + (f"; isolated: {isolated}" if isolated else "")
+
+
 def problem_section(document, problem):
     """One problem's section: its set-up, table, failures and figure."""
     runs, parts = document["runs"], document["parts"]
@@ -250,7 +269,9 @@ def problem_section(document, problem):
             shown += " **non-finite**"
         ms = "—" if ms is None else f"{ms:.1f}"
         ratio = "—" if ratio is None else f"{ratio:.2f}×"
-        table.append([name, error_cell(row["final"]), ms, ratio, shown])
+        rejected = rejection_cell(row["runs"])
+        row_cells = [name, error_cell(row["final"]), ms, ratio, shown]
+        table.append(row_cells + [rejected])
         for run in row["runs"]:
             start = (run["history"]["errors"] or [None])[0]
             note = run["failure"]
@@ -262,7 +283,7 @@ def problem_section(document, problem):
                 notes.append(f"- {name}, seed {run['seed']}: {note}")
     header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
     header += ["ms/step", "cost per step"]
-    header.append("final weights")
+    header += ["final weights", "rejected estimates"]
     lines += ["", *harness.markdown_table(header, table)]
     if notes:
         lines += ["", "Failures and notes:", "", *notes]
@@ -306,7 +327,12 @@ def render(document):
         "failed). Network and optimiser unless a problem says otherwise: "
         f"{network_text(settings)}. Error: relative L2 on a "
         f"{settings['grid']}² grid of the input box, {settings['records']} "
-        "times per run.",
+        "times per run. Rejected estimates: proposals of weights (one per "
+        "sample, the warm start's included) whose averaged trace estimate "
+        "was non-finite, negative or all zero, of all proposals of the "
+        "seeds (`ntk_rejected/*`); isolated: blocks sketched on their own "
+        "after their average turned negative; not recorded: runs made "
+        "before the count existed.",
         "",
         *superseded_lines(runs),
         "## Summary",

@@ -549,6 +549,61 @@ def predictor_block_traces(probe, kernel_product, scales=None):
     return traces if scales is None else traces / scales.to(traces) ** 2
 
 
+def isolated_block_traces(residuals, params, probe, blocks, scales=None):
+    """
+    Block sketches without cross terms, ``g_c^T K_cc g_c = ||J_c^T g_c||^2``,
+    for the blocks marked in ``blocks``; zero for the others.
+
+    The predictor's block sketch ``g_c · (K g)_c`` (:func:`predictor_block_traces`)
+    is ``g_c^T K_cc g_c`` plus the cross terms ``g_c^T K_cd g_d``: zero in
+    mean, but able to drown a block whose trace is far below another's, so
+    that the sketch, and even a long average of sketches, comes out negative.
+    The block's own term alone is unbiased for ``Tr(K_cc)`` as well, never
+    negative (``K_cc`` is positive semi-definite), and its variance involves
+    the block itself only (``2 ||K_cc||_F^2`` for a Gaussian probe, the
+    parameter-space sketch's). It takes one reverse pass through the block's
+    own graph, which for a small boundary block is a fraction of a step.
+
+    :param residuals: Residual blocks computed from ``params``; their graph
+        is retained.
+    :type residuals: list[torch.Tensor]
+    :param params: The parameters.
+    :type params: list[torch.Tensor]
+    :param probe: The probe in blocks (``v_c = s_c g_c`` for a scaled probe).
+    :type probe: list[torch.Tensor]
+    :param blocks: One bool per block: whether to sketch it.
+    :type blocks: tuple[bool]
+    :param torch.Tensor scales: The probe's scales ``s_c`` (each sketch is
+        divided by ``s_c^2``, as in :func:`predictor_block_traces`);
+        ``None`` (default) for an unscaled probe.
+    :return: Shape ``(n_blocks,)``.
+    :rtype: torch.Tensor
+
+    :Example:
+        >>> theta = torch.tensor([1.0, 2.0], requires_grad=True)
+        >>> blocks = [theta * torch.tensor([3.0, 4.0]), theta.sum()[None]]
+        >>> probe = [torch.tensor([1.0, 1.0]), torch.tensor([1.0])]
+        >>> isolated_block_traces(blocks, [theta], probe, (True, True))
+        tensor([25.,  2.])
+    """
+    params = list(params)
+    traces = []
+    for block, g, marked in zip(residuals, probe, blocks):
+        total = g.new_zeros(())
+        if marked and block.grad_fn is not None:
+            grads = torch.autograd.grad(
+                block,
+                params,
+                grad_outputs=g.reshape(block.shape),
+                retain_graph=True,
+                allow_unused=True,
+            )
+            total = sum((d.pow(2).sum() for d in grads if d is not None), total)
+        traces.append(total)
+    traces = torch.stack(traces)
+    return traces if scales is None else traces / scales.to(traces) ** 2
+
+
 def symmetrised_kernel_sketch(probe, kernel_product, scales=None):
     """
     The single-sample kernel estimate ``(Kg g^T + g (Kg)^T) / 2``.

@@ -91,6 +91,26 @@ class MovingAverage:
             self.value = torch.where(ok, mixed, self.value)
         return self.value
 
+    def restart(self, mask, value):
+        """
+        Restart the entries that ``mask`` marks from ``value``, as a warm
+        start of their own; the other entries keep their average.
+
+        :param torch.Tensor mask: Bool, shaped like the buffer.
+        :param torch.Tensor value: The new entries' values, same shape.
+        :return: The buffer after the restart.
+        :rtype: torch.Tensor
+
+        :Example:
+            >>> avg = MovingAverage(alpha=0.5)
+            >>> avg.update(torch.tensor([[1.0, -2.0]]))
+            tensor([ 1., -2.])
+            >>> avg.restart(torch.tensor([False, True]), torch.tensor([9.0, 3.0]))
+            tensor([1., 3.])
+        """
+        self.value = torch.where(mask, value.to(self.value), self.value)
+        return self.value
+
     def state_dict(self):
         """:return: The buffer state. :rtype: dict"""
         return {"alpha": self.alpha, "value": self.value}
@@ -132,6 +152,17 @@ class KernelBuffer:
         self.diag.update(per_entry)
         if self.full is not None:
             self.full.update(kernels)
+
+    def restart(self, blocks, per_entry):
+        """
+        Restart the per-entry traces of the blocks that ``blocks`` marks from
+        ``per_entry``; the other blocks (and a full kernel) keep their
+        average.
+
+        :param torch.Tensor blocks: ``(C,)`` bool.
+        :param torch.Tensor per_entry: ``(C,)`` new per-entry traces.
+        """
+        self.diag.restart(blocks, per_entry)
 
     def traces(self, sizes):
         """

@@ -36,7 +36,10 @@ class NTKCallback(Callback):
     weights they are, beside PINA's condition losses of that step) every
     ``log_every_n_steps`` optimisation steps: ``ntk_weight/<condition>``,
     ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>``,
-    ``ntk_refreshes`` and ``ntk_safeguard/{accepted,rejected,sum}``. The
+    ``ntk_refreshes``, ``ntk_safeguard/{accepted,rejected,sum}``,
+    ``ntk_proposals`` and ``ntk_rejected/<reason>`` (the weight proposals
+    that were not used, by reason: ``non_finite``, ``negative``,
+    ``all_zero``, ``safeguard``). The
     whole state (buffers, safeguard, step counter, probe seed, weights) is
     saved in and restored from Lightning checkpoints. The current values
     are read from :attr:`statistics` (``weights``, ``traces``, ``kernel``,
@@ -142,7 +145,7 @@ class NTKCallback(Callback):
     @override
     def on_train_end(self, trainer, pl_module):
         """Give the warnings not given at a logging step."""
-        self._warn()
+        self._warn(final=True)
 
     @override
     def state_dict(self):
@@ -155,13 +158,16 @@ class NTKCallback(Callback):
         # applied in on_train_start, once the device is known
         self._pending_state = state_dict or None
 
-    def _warn(self):
-        """Give each warning of the run's reports once."""
+    def _warn(self, final=False):
+        """Give the messages of the run's reports not given yet."""
         statistics = self.statistics
         for message, category in statistics.reports.take_messages(
-            statistics.names, statistics.weighting.weight_bounds
+            statistics.names, statistics.weighting.weight_bounds, final
         ):
-            rank_zero_warn(message, category=category)
+            if category is None:
+                rank_zero_info(message)
+            else:
+                rank_zero_warn(message, category=category)
 
 
 def _global_sum(solver):

@@ -80,6 +80,9 @@ class KernelRule(Protocol):
     gradient_band: Optional[float]
     #: The PINA solver the weighting is attached to.
     solver: Any
+    #: Whether a block whose averaged estimate turns negative is sketched on
+    #: its own from then on (then the rule is a :class:`BlockIsolation`).
+    isolates_blocks: bool
 
     def connect(self, driver: "WeightDriver") -> None:
         """Let ``driver`` compute the weights (once per fit)."""
@@ -109,8 +112,10 @@ class KernelRule(Protocol):
         residuals: list,
         generator: torch.Generator,
         scales: Optional[torch.Tensor] = None,
+        isolated: Optional[tuple] = None,
     ) -> tuple:
-        """One sample ``(block_traces, kernel or None)``."""
+        """One sample ``(block_traces, kernel or None)``; the blocks that
+        ``isolated`` marks sketched on their own."""
 
     def prepare_sample(
         self,
@@ -118,6 +123,7 @@ class KernelRule(Protocol):
         residuals: list,
         generator: torch.Generator,
         scales: Optional[torch.Tensor] = None,
+        isolated: Optional[tuple] = None,
     ) -> dict:
         """The part of a sample that needs the graph of ``R(theta)``."""
 
@@ -134,6 +140,23 @@ class KernelRule(Protocol):
         self, entries: int, refresh_seconds: float, step_seconds: float
     ) -> Optional[str]:
         """A warning when refreshes would take most of the training time."""
+
+
+@runtime_checkable
+class BlockIsolation(Protocol):
+    """What the driver needs from a :class:`KernelRule` whose
+    ``isolates_blocks`` is true: samples of single blocks without cross
+    terms, to restart a block whose averaged estimate turned negative."""
+
+    def isolated_sample(
+        self,
+        params: dict,
+        residuals: list,
+        generator: torch.Generator,
+        blocks: tuple,
+    ) -> torch.Tensor:
+        """``(C,)`` statistics of the blocks ``blocks`` marks, each
+        sketched on its own (zero elsewhere)."""
 
 
 @runtime_checkable

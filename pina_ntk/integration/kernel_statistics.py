@@ -50,7 +50,7 @@ from ..core.weights import entry_weights, guarded_weights
 from .reports import RunReports, device_clock
 
 
-def probe_seed(seed, rank, step):
+def probe_seed(seed, rank, step, stream=""):
     """
     The seed of the probes drawn by process ``rank`` at ``step``.
 
@@ -61,12 +61,13 @@ def probe_seed(seed, rank, step):
     :param int seed: The run's base seed.
     :param int rank: The global rank of the process.
     :param int step: The optimisation step.
+    :param str stream: A name for another stream of the same step
+        (``""``: the step's samples).
     :return: A 63-bit seed.
     :rtype: int
     """
-    digest = hashlib.blake2b(
-        f"{seed},{rank},{step}".encode(), digest_size=8
-    ).digest()
+    key = f"{seed},{rank},{step}" + (f",{stream}" if stream else "")
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
@@ -133,6 +134,10 @@ class KernelStatistics:
         self._gradients = None
         # ConditionGradientTap of the running step (gradient_band, due)
         self._tap = None
+        # blocks sketched on their own (a tuple of bools), after a negative
+        # averaged estimate; None while there is none
+        self._isolated = None
+        self._rank = 0  # of the running step's process
 
     # ------------------------------------------------------------ the run
     def start(self, device):
@@ -165,6 +170,7 @@ class KernelStatistics:
         """
         self.reports.start_step(residuals.device)
         self._residuals = residuals
+        self._rank = rank
         self.in_training_step = True
         if not self.is_due():
             return  # no probe is drawn, no gradient tapped
@@ -217,9 +223,12 @@ class KernelStatistics:
                 self.check_fixed_points(residuals.inputs())
         elif self._weights_stale:
             # between refreshes, after a deferred sample: the weights take it
-            # in now (the safeguard reads the step's residual values)
+            # in now (the safeguard reads the step's residual values; a
+            # block restarted on its own differentiates them, so they are
+            # taken with their graph)
+            blocks = residuals.blocks(names)
             with torch.no_grad():
-                self.update_weights(residuals.blocks(names))
+                self.update_weights(blocks)
         if self._tap is not None:
             # after the refresh's own backward passes: the next one through
             # the step's graph is the training loss's
@@ -346,21 +355,32 @@ class KernelStatistics:
                 scales = self.probe_scales(sizes)
                 samples = [
                     weighting.sample(
-                        chunked, params, residuals, self.generator, scales
+                        chunked,
+                        params,
+                        residuals,
+                        self.generator,
+                        scales,
+                        self._isolated,
                     )
                 ]
             self._fold_in(samples, sizes)
-        if deferred:
-            prepared = weighting.prepare_sample(
-                params, residuals, self.generator, self.probe_scales(sizes)
-            )
-            self._pending = (prepared, params, sizes)
         self.refreshes += 1
         if self._weights_stale:
             # A deferred rule's refresh folds nothing in (its sample enters
             # at the next step): forming the weights would review the same
             # proposal again. Each proposal is formed and reviewed once.
+            # Formed before a deferred sample is prepared: a block isolated
+            # now is sketched on its own in that sample already.
             self._update_weights(residuals, sizes)
+        if deferred:
+            prepared = weighting.prepare_sample(
+                params,
+                residuals,
+                self.generator,
+                self.probe_scales(sizes),
+                self._isolated,
+            )
+            self._pending = (prepared, params, sizes)
 
     def fold_gradients(self, local):
         """
@@ -469,7 +489,7 @@ class KernelStatistics:
         if weighting.full_kernel:
             kernels = torch.stack([k for _, k in samples])
         self._buffer.update(per_entry, kernels)
-        self.reports.flag_invalid(torch.isfinite(per_entry).all())
+        self.reports.note_samples(per_entry)
         self._weights_stale = True
 
     @torch.no_grad()
@@ -478,6 +498,8 @@ class KernelStatistics:
         ``residuals`` are the flat blocks of ``R(theta_t)``."""
         weighting = self.weighting
         traces = self._buffer.traces(sizes)
+        if weighting.isolates_blocks:
+            traces = self._restart_negative(traces, residuals, sizes)
         self._weights_stale = False
         previous = self._weights
         if previous is None:
@@ -492,8 +514,8 @@ class KernelStatistics:
             )
             banded = (weights * factors).clamp(*weighting.weight_bounds)
             weights = torch.where(ok, banded, weights)
-        self.reports.flag_invalid(ok)
         self.reports.count(weights, traces, ok, weighting.weight_bounds)
+        accept = torch.ones_like(ok)
         guard = weighting.safeguard
         if guard is not None:
             # in the buffer's precision: under mixed precision a step between
@@ -510,8 +532,47 @@ class KernelStatistics:
                     proposed, current, residual_sq, self.step - 1
                 )
                 weights = torch.where(accept, weights, previous)
+        self.reports.count_proposal(traces, ok, accept)
         self._weights = weights.detach()
         self._traces = traces.detach()
+
+    def _restart_negative(self, traces, residuals, sizes):
+        """
+        Restart each block whose averaged estimate ``traces`` is negative
+        from ``warmup_samples`` samples of the block on its own, and sketch
+        it so from now on; return the traces after the restart.
+
+        The predictor's block sketches carry cross terms that average to
+        zero but can drown a block whose trace is far below another's; a
+        negative average means they have (a block's own term is never
+        negative). Restarting from the block's own terms, at the step's
+        parameters, takes one reverse pass per sample through the step's
+        retained graph, which is alive here. Reads the traces on the host:
+        one synchronisation per proposal.
+        """
+        negative = (traces < 0).tolist()
+        isolated = self._isolated or (False,) * len(negative)
+        new = tuple(n and not i for n, i in zip(negative, isolated))
+        if not any(new):
+            return traces
+        self._isolated = tuple(n or i for n, i in zip(new, isolated))
+        params = self._residuals.parameters()
+        seed = probe_seed(self.seed, self._rank, self.step, "isolated")
+        self.generator.manual_seed(seed)
+        with torch.enable_grad():
+            local = torch.stack(
+                [
+                    self.weighting.isolated_sample(
+                        params, residuals, self.generator, new
+                    )
+                    for _ in range(self.weighting.warmup_samples)
+                ]
+            ).mean(dim=0)
+        per_entry = self.global_sum(local.to(traces)) / sizes
+        mask = torch.tensor(new, device=traces.device)
+        self._buffer.restart(mask, per_entry)
+        self.reports.note_isolated([n for n, b in zip(self.names, new) if b])
+        return self._buffer.traces(sizes)
 
     # ------------------------------------------------------------ reading
     @property
@@ -539,6 +600,32 @@ class KernelStatistics:
         if self._traces is None:
             return {}
         return dict(zip(self.names, self._traces.tolist()))
+
+    @property
+    def isolated_blocks(self):
+        """
+        The conditions sketched on their own since their averaged estimate
+        turned negative (see :meth:`_restart_negative`).
+
+        :return: Condition names, in block order; empty if none.
+        :rtype: list
+        """
+        if self._isolated is None:
+            return []
+        return [n for n, b in zip(self.names, self._isolated) if b]
+
+    @property
+    def rejections(self):
+        """
+        The proposals of weights so far and those not used, by reason
+        (:data:`~pina_ntk.integration.reports.REJECTIONS`), as logged.
+
+        :return: ``{"proposals": n, reason: count, ...}``; empty before the
+            first proposal.
+        :rtype: dict
+        """
+        counts = self.reports.rejection_counts()
+        return {k.split("/")[-1]: int(v) for k, v in counts.items()}
 
     @property
     def bound_hits(self):
@@ -575,7 +662,10 @@ class KernelStatistics:
         """
         The values to log: ``ntk_weight/<condition>``,
         ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>``,
-        ``ntk_refreshes`` (exact updates or samples so far) and, with a
+        ``ntk_refreshes`` (exact updates or samples so far),
+        ``ntk_proposals`` and ``ntk_rejected/<reason>`` (proposals of
+        weights formed, and those not used, by reason:
+        :data:`~pina_ntk.integration.reports.REJECTIONS`) and, with a
         started safeguard,
         ``ntk_safeguard/accepted``, ``ntk_safeguard/rejected``,
         ``ntk_safeguard/sum``.
@@ -593,6 +683,7 @@ class KernelStatistics:
             if hits is not None:
                 values[f"ntk_bound_hits/{name}"] = hits[index].to(torch.float32)
         values["ntk_refreshes"] = torch.tensor(float(self.refreshes))
+        values.update(self.reports.rejection_counts())
         guard = self.weighting.safeguard
         if guard is not None and guard.total is not None:
             values["ntk_safeguard/accepted"] = guard.accepted.to(torch.float32)
@@ -618,8 +709,13 @@ class KernelStatistics:
             "points": self._points,
             "safeguard": None if guard is None else guard.state_dict(),
             "seed": self.seed,
-            "invalid": reports.invalid,
-            "warned_invalid": reports.warned_invalid,
+            "proposals": reports.proposals,
+            "rejected": reports.rejected,
+            "rejected_blocks": reports.rejected_blocks,
+            "formed": reports.formed,
+            "dropped": reports.dropped,
+            "warned_rejections": reports.warned_rejections,
+            "isolated": self._isolated,
             "bound_hits": reports.bound_hits,
             "zero_trace": reports.zero_trace,
             "weights_stale": self._weights_stale,
@@ -656,8 +752,12 @@ class KernelStatistics:
                 {**gradients, "value": to_device(gradients["value"], device)}
             )
         reports = self.reports
-        reports.invalid = to_device(state["invalid"], device)
-        reports.warned_invalid = state["warned_invalid"]
+        for key in ("proposals", "rejected", "rejected_blocks", "formed"):
+            setattr(reports, key, to_device(state[key], device))
+        reports.dropped = to_device(state["dropped"], device)
+        reports.warned_rejections = state["warned_rejections"]
+        isolated = state["isolated"]
+        self._isolated = None if isolated is None else tuple(isolated)
         reports.bound_hits = to_device(state["bound_hits"], device)
         reports.zero_trace = to_device(state["zero_trace"], device)
         guard = self.weighting.safeguard

@@ -97,6 +97,10 @@ class KernelWeighting(SolverAttachedWeighting):
     needs_full_precision = False
     #: The ``statistic`` option (checked by the subclasses).
     statistic = "trace"
+    #: Whether a block whose averaged estimate turns negative is sketched on
+    #: its own from then on (a
+    #: :class:`~pina_ntk.integration.contract.BlockIsolation`).
+    isolates_blocks = False
 
     def __init__(self, safeguard, weight_bounds, gradient_band):
         # PINA calls update_weights every step with update_every_n_epochs=1;
@@ -283,7 +287,15 @@ class KernelWeighting(SolverAttachedWeighting):
             )
         return samples
 
-    def sample(self, residual_fn, params, residuals, generator, scales=None):
+    def sample(
+        self,
+        residual_fn,
+        params,
+        residuals,
+        generator,
+        scales=None,
+        isolated=None,
+    ):
         """
         One sample of the block traces (and, if asked, of the kernel).
 
@@ -296,15 +308,22 @@ class KernelWeighting(SolverAttachedWeighting):
         :param torch.Generator generator: The probe stream.
         :param torch.Tensor scales: Probe scales per block, see
             :meth:`prepare_sample`.
+        :param isolated: Blocks sketched on their own, see
+            :meth:`prepare_sample`.
+        :type isolated: tuple[bool]
         :return: ``(block_traces, kernel)``, ``kernel`` ``None`` unless
             ``full_kernel``.
         :rtype: tuple
         """
-        prepared = self.prepare_sample(params, residuals, generator, scales)
+        prepared = self.prepare_sample(
+            params, residuals, generator, scales, isolated
+        )
         return self.complete_sample(residual_fn, params, prepared, generator)
 
     @abstractmethod
-    def prepare_sample(self, params, residuals, generator, scales=None):
+    def prepare_sample(
+        self, params, residuals, generator, scales=None, isolated=None
+    ):
         """
         The part of a sample that needs the autograd graph of ``R(theta)``.
 
@@ -316,6 +335,10 @@ class KernelWeighting(SolverAttachedWeighting):
             (:func:`~pina_ntk.core.estimators.balanced_probe_scales`);
             ``None`` for an unscaled probe. Given only when
             :attr:`uses_probe_scales`.
+        :param isolated: One bool per block: the blocks to sketch on their
+            own, without cross terms (``None``: none). Given only when
+            :attr:`isolates_blocks`.
+        :type isolated: tuple[bool]
         :return: Detached tensors for :meth:`complete_sample`.
         :rtype: dict
         """

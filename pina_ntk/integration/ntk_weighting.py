@@ -183,7 +183,9 @@ class NTKWeighting(KernelWeighting):
         super().set_conditions(names, problem)
         self._points_coupled = False
 
-    def prepare_sample(self, params, residuals, generator, scales=None):
+    def prepare_sample(
+        self, params, residuals, generator, scales=None, isolated=None
+    ):
         """
         What the exact traces need of the step's graph: the Rayleigh
         quotients (one backward pass per condition), the residual's values
@@ -191,7 +193,8 @@ class NTKWeighting(KernelWeighting):
         where one reverse pass per residual column gives them
         (:func:`~pina_ntk.core.row_gradients.row_gradient_traces`), or,
         without chunks, one pass per entry; see
-        :meth:`KernelWeighting.prepare_sample`.
+        :meth:`KernelWeighting.prepare_sample` (exact traces have no cross
+        terms: ``isolated`` is never given).
         """
         rayleigh = self.rayleigh_blocks(residuals)
         chunks = self.chunk_size is not None and not self._points_coupled

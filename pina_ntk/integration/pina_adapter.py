@@ -16,9 +16,7 @@ checks it). What is touched, and why:
   records residuals (:func:`wrap_evaluate`, :func:`unwrap_evaluate`);
 * ``condition.data`` and its ``data`` dict: a condition's stored points
   (:func:`condition_data`, :func:`condition_points`,
-  :func:`store_condition_points`);
-* ``refinement._condition_to_update``: the conditions a refinement callback
-  updates (:func:`refinement_conditions`).
+  :func:`store_condition_points`).
 """
 
 from collections.abc import Sequence
@@ -286,18 +284,6 @@ def store_condition_points(solver, name, points):
     data.input = points
     if isinstance(getattr(data, "data", None), dict):
         data.data["input"] = points
-
-
-def refinement_conditions(refinement):
-    """
-    The conditions a PINA refinement callback updates.
-
-    :param refinement: A :class:`pina.callback.BaseRefinement` after its
-        ``on_train_start``.
-    :return: The condition names.
-    :rtype: list[str]
-    """
-    return refinement._condition_to_update
 
 
 def as_plain_tensor(tensor):

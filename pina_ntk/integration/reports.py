@@ -1,10 +1,14 @@
-"""What a run's weight updates report once: unusable estimates, zero
-traces, clamped weights and the cost of exact updates.
+"""What a run's weight updates report: rejected proposals (by reason),
+zero traces, clamped weights, blocks sketched on their own and the cost of
+exact updates.
 
 :class:`RunReports` counts on the device (no synchronisation on the
-training path) and turns the counts into messages when asked, each at most
-once per run; :class:`~pina_ntk.NTKCallback` asks at logging steps and
-warns through Lightning.
+training path) and turns the counts into messages when asked;
+:class:`~pina_ntk.NTKCallback` asks at logging steps and at the end of
+training, and warns through Lightning. A rejected estimate is warned of at
+the first logging step after it (step 0 for the first refresh), naming the
+reasons, the blocks and the share of proposals rejected so far, and again
+at the end of training if more were rejected since.
 """
 
 import time
@@ -16,6 +20,14 @@ import torch
 #: net, 3.3x with 3x500 (CPU). Step 0's forward pass also pays one-off
 #: costs, so the estimate rather underestimates the share of refreshes.
 STEP_PER_FORWARD = 2.5
+
+#: Why a proposal of weights did not become the weights, in the order the
+#: reasons are checked (one reason per proposal): a sample or the averaged
+#: estimate was not finite, an averaged block trace was negative, every
+#: trace was zero, or the spaced-update safeguard kept the previous weights.
+REJECTIONS = ("non_finite", "negative", "all_zero", "safeguard")
+#: The reasons that mean the estimate itself was unusable (warned of).
+ESTIMATE_REJECTIONS = REJECTIONS[:3]
 
 
 def device_clock(device):
@@ -39,9 +51,21 @@ class RunReports:
     """
 
     def __init__(self):
-        #: 0-d bool: an estimate was unusable (weights kept).
-        self.invalid = None
-        self.warned_invalid = False
+        #: 0-d long: proposals of weights formed (one per refresh's sample).
+        self.proposals = None
+        #: (len(REJECTIONS),) long: proposals rejected, per reason.
+        self.rejected = None
+        #: (C,) bool: blocks whose estimate was non-finite or negative in a
+        #: rejected proposal.
+        self.rejected_blocks = None
+        #: 0-d bool: a proposal has had usable traces (weights were formed).
+        self.formed = None
+        #: (C,) bool: the blocks of a sample since the last proposal that
+        #: were not finite (the sample was not folded in).
+        self.dropped = None
+        #: Estimate rejections already warned of.
+        self.warned_rejections = 0
+        self._isolated_message = None
         #: (C,) counts of weight updates whose weight a bound clamped.
         self.bound_hits = None
         self.warned_bounds = False
@@ -54,9 +78,67 @@ class RunReports:
         self._cost_message = None
 
     # ------------------------------------------------------------ counting
-    def flag_invalid(self, ok):
-        """:param torch.Tensor ok: 0-d bool, ``False`` if unusable."""
-        self.invalid = ~ok if self.invalid is None else self.invalid | ~ok
+    def note_samples(self, per_entry):
+        """
+        Note samples as they are folded in: one with a non-finite entry is
+        not folded in, and the next proposal counts as rejected for it.
+
+        :param torch.Tensor per_entry: ``(k, C)`` samples.
+        """
+        dropped = ~torch.isfinite(per_entry).all(dim=0)
+        self.dropped = (
+            dropped if self.dropped is None else self.dropped | dropped
+        )
+
+    def count_proposal(self, traces, ok, accepted):
+        """
+        Count one proposal of weights and, if it did not become the
+        weights, its reason (:data:`REJECTIONS`), without synchronising.
+
+        :param torch.Tensor traces: The ``(C,)`` traces it was formed from.
+        :param torch.Tensor ok: 0-d bool, whether the traces were usable
+            (:func:`~pina_ntk.core.weights.usable_traces`).
+        :param torch.Tensor accepted: 0-d bool, whether the safeguard (if
+            any) accepted it.
+        """
+        failed = ~torch.isfinite(traces)
+        if self.dropped is not None:
+            failed = failed | self.dropped
+        self.dropped = None
+        non_finite = failed.any()
+        negative = ~non_finite & (traces < 0).any()
+        all_zero = ~ok & ~non_finite & ~negative
+        guarded = ok & ~non_finite & ~accepted
+        reasons = torch.stack([non_finite, negative, all_zero, guarded])
+        blocks = failed | ((traces < 0) & ~ok)
+        if self.proposals is None:
+            self.proposals = torch.zeros((), dtype=torch.long, device=ok.device)
+            self.rejected = torch.zeros_like(reasons, dtype=torch.long)
+            self.rejected_blocks = torch.zeros_like(blocks)
+            self.formed = torch.zeros_like(ok)
+        self.proposals = self.proposals + 1
+        self.rejected = self.rejected + reasons.to(torch.long)
+        self.rejected_blocks = self.rejected_blocks | blocks
+        self.formed = self.formed | ok
+
+    def rejection_counts(self):
+        """
+        The rejected proposals per reason, as logged
+        (``ntk_rejected/<reason>``), and the proposals (``ntk_proposals``).
+
+        :return: ``{name: 0-d float tensor}``; empty before the first
+            proposal.
+        :rtype: dict
+        """
+        if self.proposals is None:
+            return {}
+        counts = self.rejected.to(torch.float32)
+        values = {
+            f"ntk_rejected/{reason}": count
+            for reason, count in zip(REJECTIONS, counts.unbind())
+        }
+        values["ntk_proposals"] = self.proposals.to(torch.float32)
+        return values
 
     def count(self, weights, traces, ok, weight_bounds):
         """
@@ -118,24 +200,73 @@ class RunReports:
             return {}
         return dict(zip(names, self.bound_hits.tolist()))
 
-    def take_messages(self, names, weight_bounds):
+    def rejection_message(self, names, final):
         """
-        The warnings not given yet, each once per run (the cost warning once
-        per fit). Reads tensors from the device: call on logging steps.
+        The warning of the estimate rejections (:data:`ESTIMATE_REJECTIONS`)
+        not warned of yet, or ``None``: the first ones, and at the end of
+        training those since the last warning. Reads tensors from the
+        device.
+
+        :param list names: The condition names, in block order.
+        :param bool final: Whether training has ended.
+        :rtype: str
+        """
+        if self.proposals is None:
+            return None
+        counts = dict(zip(REJECTIONS, self.rejected.tolist()))
+        estimate = sum(counts[r] for r in ESTIMATE_REJECTIONS)
+        if estimate <= self.warned_rejections or (
+            self.warned_rejections and not final
+        ):
+            return None
+        self.warned_rejections = estimate
+        proposals = int(self.proposals)
+        blocks = [n for n, b in zip(names, self.rejected_blocks.tolist()) if b]
+        reasons = ", ".join(
+            f"{counts[r]} {r.replace('_', ' ')}"
+            for r in ESTIMATE_REJECTIONS
+            if counts[r]
+        )
+        if blocks:
+            reasons += f"; blocks {blocks}"
+        message = REJECTED.format(
+            estimate, proposals, estimate / proposals, reasons
+        )
+        return message if bool(self.formed) else NO_WEIGHTS + message
+
+    def note_isolated(self, names):
+        """
+        Keep the message that the blocks ``names`` are sketched on their
+        own from now on (given as information, not as a warning).
+
+        :param list names: The conditions newly isolated.
+        """
+        self._isolated_message = ISOLATED.format(names)
+
+    def take_messages(self, names, weight_bounds, final=False):
+        """
+        The warnings not given yet: each once per run (the cost warning once
+        per fit), estimate rejections at the first logging step after the
+        first one (:meth:`rejection_message`). Reads tensors from the
+        device: call on logging steps.
 
         :param list names: The condition names, in block order.
         :param tuple weight_bounds: ``(lower, upper)``, for the message.
-        :return: ``[(message, warning category), ...]``.
+        :param bool final: Whether training has ended.
+        :return: ``[(message, warning category), ...]``; the category is
+            ``None`` for information.
         :rtype: list
         """
         messages = []
         if self._cost_message is not None:
             messages.append((self._cost_message, UserWarning))
             self._cost_message = None
-        if not self.warned_invalid and self.invalid is not None:
-            if bool(self.invalid):
-                self.warned_invalid = True
-                messages.append((INVALID, RuntimeWarning))
+        if self._isolated_message is not None:
+            messages.append((self._isolated_message, None))
+            self._isolated_message = None
+        rejection = self.rejection_message(names, final)
+        if rejection is not None:
+            messages.append((rejection, RuntimeWarning))
         if not self.warned_zero_trace and self.zero_trace is not None:
             zero = [n for n, z in zip(names, self.zero_trace.tolist()) if z]
             if zero:
@@ -150,12 +281,23 @@ class RunReports:
         return messages
 
 
-INVALID = (
-    "An NTK trace estimate was non-finite or negative (or all were zero); "
-    "the previous weights were kept. Warning once; check ntk_trace/* in the "
-    "logs (a larger warmup_samples, a smaller alpha or, for blocks whose "
-    "trace is far below the others', estimator='parameter' steadies the "
-    "sketch)."
+REJECTED = (
+    "{} of {} NTK weight proposals so far ({:.0%}) had unusable trace "
+    "estimates ({}), and each time the previous weights were "
+    "kept. The counts are logged as ntk_rejected/<reason>; check "
+    "ntk_trace/* in the logs (a larger warmup_samples, or "
+    "estimator='parameter', steadies the sketch)."
+)
+ISOLATED = (
+    "The predictor sketch's averaged trace of {} turned negative: the cross "
+    "terms of larger blocks drown it. These blocks were restarted from "
+    "warmup_samples sketches of each block on its own (g_c^T K_cc g_c, never "
+    "negative; one reverse pass through the block's graph per sample) and "
+    "are sketched so from now on."
+)
+NO_WEIGHTS = (
+    "The NTK weighting has formed no weights yet: the weights are 1, and "
+    "training is unweighted until an estimate is usable. "
 )
 ZERO_TRACE = (
     "The NTK trace of {} is exactly zero: no trainable parameter moves their "

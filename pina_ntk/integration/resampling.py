@@ -2,27 +2,26 @@
 
 The paper (and Wang, Yu & Perdikaris) draw new points at every training step
 instead of training on one fixed discretisation. :class:`ResampleCallback`
-builds on PINA's refinement machinery
-(:class:`pina.callback.BaseRefinement`: condition validation, the initial
-population sizes, the ``sample`` hook) and differs in *where* the new points
-go. In PINA 0.3 the refinement callbacks write the new points to the
-condition's data attribute at the end of an epoch; with ``batch_size=None``
-the training loader keeps serving the batch it cached when it was built, so
-those points never reach a training step. This callback therefore also puts
-the fresh points into the batch of the step itself (in
-``on_train_batch_start``), which is what the loss and the NTK statistics of
-that step are computed on.
+does what PINA's refinement callbacks (:class:`pina.callback.BaseRefinement`)
+do, with two differences. *Where* the new points go: in PINA 0.3 the
+refinement callbacks write them to the condition's data attribute at the end
+of an epoch; with ``batch_size=None`` the training loader keeps serving the
+batch it cached when it was built, so those points never reach a training
+step. This callback therefore also puts the fresh points into the batch of
+the step itself (in ``on_train_batch_start``), which is what the loss and
+the NTK statistics of that step are computed on. *Which solvers*: PINA's
+refinement base class refuses every solver but
+:class:`~pina.solver.PhysicsInformedSingleModelSolver` (not even its causal
+subclass); drawing uniform points needs nothing of the solver but its
+problem's domains, so this callback takes any solver whose conditions have
+domains, the causal one included.
 """
 
-from pina.callback import BaseRefinement
+from lightning.pytorch.callbacks import Callback
 from typing_extensions import override
 
 from ..core.checks import check_int
-from .pina_adapter import (
-    condition_points,
-    refinement_conditions,
-    store_condition_points,
-)
+from .pina_adapter import condition_points, store_condition_points
 
 
 def _check_counts(counts):
@@ -74,7 +73,7 @@ def discretise_conditions(problem, counts, mode="random"):
         problem.discretise_domain(n, mode, domains=[condition.domain])
 
 
-class ResampleCallback(BaseRefinement):
+class ResampleCallback(Callback):
     """
     Replace the collocation points of chosen conditions by fresh uniformly
     random points of their domains every ``every_n_steps`` optimisation steps.
@@ -112,12 +111,9 @@ class ResampleCallback(BaseRefinement):
     """
 
     def __init__(self, every_n_steps=1, counts=None):
+        super().__init__()
         check_int("every_n_steps", every_n_steps, 1)
         self.counts = _check_counts(counts)
-        super().__init__(
-            sample_every=every_n_steps,
-            condition_to_update=None if counts is None else list(self.counts),
-        )
         self.every_n_steps = every_n_steps
         self._points = {}
         self._sizes = {}
@@ -126,34 +122,32 @@ class ResampleCallback(BaseRefinement):
     @override
     def on_train_start(self, trainer, solver):
         """
-        Validate the conditions (PINA's checks) and fix the draw sizes.
+        Validate the conditions and fix the draw sizes.
 
         :param trainer: The ``pina.Trainer``.
-        :param solver: A physics-informed single-model solver.
+        :param solver: A PINA solver (any whose problem's conditions have
+            domains, the causal physics-informed one included).
         :raises ValueError: If ``counts`` names an unknown condition or one
             without a domain.
         """
-        if self.counts is not None:
-            conditions = solver.problem.conditions
-            for name in self.counts:
-                if name not in conditions or not hasattr(
-                    conditions[name], "domain"
-                ):
-                    raise ValueError(
-                        f"counts names {name!r}, which is not a condition "
-                        f"with a domain; conditions: {list(conditions)}."
-                    )
-        super().on_train_start(trainer, solver)
-        self._sizes = {
-            name: (
-                self.counts[name]
-                if self.counts is not None
-                else self.initial_population_size[name]
-            )
-            for name in refinement_conditions(self)
-        }
+        conditions = solver.problem.conditions
+        if self.counts is None:
+            self._sizes = {
+                name: len(condition_points(solver, name))
+                for name, condition in conditions.items()
+                if hasattr(condition, "domain")
+            }
+            return
+        for name in self.counts:
+            if name not in conditions or not hasattr(
+                conditions[name], "domain"
+            ):
+                raise ValueError(
+                    f"counts names {name!r}, which is not a condition "
+                    f"with a domain; conditions: {list(conditions)}."
+                )
+        self._sizes = dict(self.counts)
 
-    @override
     def sample(self, current_points, condition_name, solver):
         """
         Fresh uniformly random points of the condition's domain.
@@ -182,7 +176,7 @@ class ResampleCallback(BaseRefinement):
         """
         due = trainer.global_step % self.every_n_steps == 0
         data_by_name = dict(batch)
-        for name in refinement_conditions(self):
+        for name in self._sizes:
             if due or name not in self._points:
                 current = data_by_name.get(name, {}).get("input")
                 if current is None:
@@ -194,15 +188,6 @@ class ResampleCallback(BaseRefinement):
         for name, data in batch:
             if name in self._points:
                 data["input"] = self._points[name]
-
-    @override
-    def on_train_epoch_end(self, trainer, solver):
-        """
-        Nothing to do at the end of an epoch: points are replaced per step.
-
-        :param trainer: The ``pina.Trainer``.
-        :param solver: The PINA solver.
-        """
 
     @override
     def state_dict(self):

@@ -1,5 +1,7 @@
 """Sketched NTK weights: :class:`SketchNTKWeighting` (Algorithms 2-3)."""
 
+import torch
+
 from ..core.checks import (
     check_bool,
     check_choice,
@@ -11,6 +13,7 @@ from ..core.estimators import (
     DIFFERENCES,
     ESTIMATORS,
     PROBES,
+    isolated_block_traces,
     kernel_probe_product,
     parameter_space_block_traces,
     predictor_block_traces,
@@ -242,10 +245,28 @@ class SketchNTKWeighting(KernelWeighting):
         """
         return self.balanced_probe and self.estimator == "predictor"
 
-    def prepare_sample(self, params, residuals, generator, scales=None):
+    @property
+    def isolates_blocks(self):
+        """
+        Whether a block whose averaged estimate turns negative is sketched
+        on its own from then on (:func:`~pina_ntk.core.estimators.isolated_block_traces`):
+        the predictor, whose block sketches carry cross terms, without
+        ``full_kernel`` (which needs the whole probe). The parameter-space
+        sketch is never negative.
+
+        :rtype: bool
+        """
+        return self.estimator == "predictor" and not self.full_kernel
+
+    def prepare_sample(
+        self, params, residuals, generator, scales=None, isolated=None
+    ):
         """
         Predictor: the probe ``g`` (scaled by ``scales`` if given) and the
-        direction ``J^T g`` (one backward pass through the retained graph).
+        direction ``J^T g`` (one backward pass through the retained graph);
+        the blocks that ``isolated`` marks are sketched on their own
+        (one reverse pass each through their own graph) and left out of
+        the probe, so that their cross terms leave the other blocks too.
         Parameter-space: nothing but the residual values. See
         :meth:`KernelWeighting.prepare_sample`.
         """
@@ -257,20 +278,71 @@ class SketchNTKWeighting(KernelWeighting):
                 residuals, generator, rayleigh
             )
         if self.estimator == "predictor":
-            if all(rayleigh):
-                probe = residual_probe(residuals, generator, scales)
-            elif any(rayleigh):
-                probe = mixed_probe(
-                    residuals, rayleigh, self.probe, generator, scales
+            probe = self._probe(residuals, generator, scales)
+            prepared["isolated"] = None
+            if isolated is not None and any(isolated):
+                prepared["isolated"] = (
+                    isolated,
+                    isolated_block_traces(
+                        residuals, params.values(), probe, isolated, scales
+                    ),
                 )
-            else:
-                probe = sample_probe(residuals, self.probe, generator, scales)
+                probe = [
+                    torch.zeros_like(g) if own else g
+                    for g, own in zip(probe, isolated)
+                ]
             prepared["probe"] = probe
             prepared["scales"] = scales
             prepared["direction"] = predictor_direction(
                 residuals, list(params.values()), probe
             )
         return prepared
+
+    def isolated_sample(self, params, residuals, generator, blocks):
+        """
+        One sample of the statistic of the blocks that ``blocks`` marks,
+        each sketched on its own (no cross terms, never negative; see
+        :func:`~pina_ntk.core.estimators.isolated_block_traces`): one
+        reverse pass per marked block through the retained graph, with the
+        probe the predictor would draw (unscaled). Zero for the other
+        blocks.
+
+        :param dict params: ``{name: parameter}``.
+        :param residuals: ``R(theta)`` blocks with their graph.
+        :type residuals: list[torch.Tensor]
+        :param torch.Generator generator: The probe stream.
+        :param blocks: One bool per block.
+        :type blocks: tuple[bool]
+        :return: ``(C,)`` block statistics.
+        :rtype: torch.Tensor
+        """
+        probe = self._probe(residuals, generator, None)
+        traces = isolated_block_traces(
+            residuals, params.values(), probe, blocks
+        )
+        if all(self.rayleigh_blocks(residuals)):
+            traces = effective_traces(traces, residuals)
+        return traces
+
+    @staticmethod
+    def _statistics(traces, prepared):
+        """The block statistics of predictor sketches ``traces``."""
+        if all(prepared["rayleigh"]):
+            # unit directions: the sketch is rho_c (a mixed probe's Rayleigh
+            # blocks give n_c rho_c directly)
+            return effective_traces(traces, prepared["residuals"])
+        return traces
+
+    def _probe(self, residuals, generator, scales):
+        """The predictor's probe for this rule's statistic per block."""
+        rayleigh = self.rayleigh_blocks(residuals)
+        if all(rayleigh):
+            return residual_probe(residuals, generator, scales)
+        if any(rayleigh):
+            return mixed_probe(
+                residuals, rayleigh, self.probe, generator, scales
+            )
+        return sample_probe(residuals, self.probe, generator, scales)
 
     def complete_sample(self, residual_fn, params, prepared, generator):
         """
@@ -289,6 +361,10 @@ class SketchNTKWeighting(KernelWeighting):
             )
             return traces, None
         probe = prepared["probe"]
+        isolated = prepared["isolated"]
+        if isolated is not None and all(isolated[0]):
+            # every block sketched on its own: the predictor has no probe left
+            return self._statistics(isolated[1], prepared), None
         product = kernel_probe_product(
             residual_fn,
             params,
@@ -300,10 +376,10 @@ class SketchNTKWeighting(KernelWeighting):
         )
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
-        if all(prepared["rayleigh"]):
-            # unit directions: the sketch is rho_c (a mixed probe's Rayleigh
-            # blocks give n_c rho_c directly)
-            traces = effective_traces(traces, prepared["residuals"])
+        if isolated is not None:
+            mask = torch.tensor(isolated[0], device=traces.device)
+            traces = torch.where(mask, isolated[1].to(traces), traces)
+        traces = self._statistics(traces, prepared)
         kernel = None
         if self.full_kernel:
             kernel = symmetrised_kernel_sketch(probe, product, scales)

@@ -150,3 +150,22 @@ def test_kernel_buffer_from_state_without_kernel_or_buffer():
     assert (
         KernelBuffer.from_state({"diag": None, "kernel": None}, "cpu") is None
     )
+
+
+def test_restart_replaces_the_marked_entries_and_keeps_averaging():
+    average = MovingAverage(alpha=0.25)
+    average.update(torch.tensor([[4.0, -8.0, 2.0]]))
+    average.restart(
+        torch.tensor([False, True, False]), torch.tensor([0, 6.0, 0])
+    )
+    assert average.value.tolist() == [4.0, 6.0, 2.0]
+    # later samples fold into the restarted entry at the same rate
+    average.update(torch.tensor([[0.0, 2.0, 2.0]]))
+    assert average.value.tolist() == [3.0, 5.0, 2.0]
+
+
+def test_buffer_restart_touches_the_per_entry_traces_only():
+    buffer = KernelBuffer(0.5, full_kernel=False)
+    buffer.update(torch.tensor([[1.0, -1.0]]))
+    buffer.restart(torch.tensor([False, True]), torch.tensor([7.0, 3.0]))
+    assert buffer.traces(torch.tensor([2.0, 10.0])).tolist() == [2.0, 30.0]

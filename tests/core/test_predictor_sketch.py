@@ -16,6 +16,7 @@ from pina_ntk.core.estimators import (
     auto_step_size,
     displace,
     flatten_parameters,
+    isolated_block_traces,
     kernel_probe_product,
     predictor_block_traces,
     predictor_direction,
@@ -275,3 +276,68 @@ def test_given_step_displaces_by_exactly_that_multiple_of_the_direction():
     jac = _jacobian(residual_fn, params)
     expected = jac @ flatten_parameters(direction)
     assert torch.allclose(flatten_parameters(product), expected)
+
+
+# ------------------------------------------------ blocks sketched on their own
+def _nonlinear_blocks(theta):
+    """Three residual blocks of one parameter vector, nonlinear in it: a
+    large block (entries scaled by 30) beside two small ones."""
+    x = torch.linspace(-1.0, 1.0, 7, dtype=theta.dtype)
+    large = 30.0 * torch.tanh(theta[0] * x + theta[1]) * theta[2]
+    small = torch.sin(theta[1] * x[:3]) + theta[3] ** 2
+    constant = torch.ones(2, dtype=theta.dtype)  # no parameter moves it
+    return [large, small, constant]
+
+
+def test_isolated_block_traces_are_the_blocks_own_quadratic_forms(float64):
+    theta = torch.tensor([0.3, -0.7, 1.1, 0.5], requires_grad=True)
+    blocks = _nonlinear_blocks(theta)
+    jacobian = torch.autograd.functional.jacobian(
+        lambda t: torch.cat(_nonlinear_blocks(t)), theta.detach()
+    )
+    kernel = jacobian @ jacobian.T
+    probe = sample_probe(blocks, generator=torch.Generator().manual_seed(1))
+    scales = torch.tensor([0.5, 4.0, 2.0])
+    scaled = [s * g for s, g in zip(scales, probe)]
+    got = isolated_block_traces(
+        blocks, [theta], scaled, (True, True, False), scales
+    )
+    # g_c^T K_cc g_c with the unscaled probe, from the dense Jacobian
+    own = [
+        probe[0] @ kernel[:7, :7] @ probe[0],
+        probe[1] @ kernel[7:10, 7:10] @ probe[1],
+    ]
+    torch.testing.assert_close(got[:2], torch.stack(own), rtol=1e-12, atol=0)
+    assert got[2] == 0  # not marked
+    # the predictor's sketch of the same probe adds the cross terms
+    full = torch.cat(probe) @ kernel
+    with_cross = [(probe[0] * full[:7]).sum(), (probe[1] * full[7:10]).sum()]
+    assert not torch.allclose(torch.stack(with_cross), got[:2])
+    # a block no parameter moves is zero even when marked
+    assert (
+        isolated_block_traces(blocks, [theta], probe, (False,) * 2 + (True,))[2]
+        == 0
+    )
+
+
+def test_isolated_block_traces_are_never_negative_where_the_sketch_is():
+    # a large block beside a small one: with many probes the predictor's
+    # sketch of the small block goes negative, its own term never does
+    theta = torch.tensor([0.3, -0.7, 1.1, 0.5], requires_grad=True)
+    blocks = _nonlinear_blocks(theta)[:2]
+    params = [theta]
+    gen = torch.Generator().manual_seed(0)
+    negative = 0
+    for _ in range(200):
+        probe = sample_probe(blocks, generator=gen)
+        direction = predictor_direction(blocks, params, probe)
+        jvp = torch.func.jvp(
+            lambda t: torch.cat(_nonlinear_blocks(t)[:2]),
+            (theta.detach(),),
+            (direction[0],),
+        )[1]
+        sketch = (probe[1] * jvp[7:]).sum()
+        negative += int(sketch < 0)
+        own = isolated_block_traces(blocks, params, probe, (False, True))
+        assert own[1] >= 0
+    assert negative > 0  # the set-up does drown the small block

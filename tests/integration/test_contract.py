@@ -9,6 +9,7 @@ from typing_extensions import get_protocol_members
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
 from pina_ntk.integration import contract
 from pina_ntk.integration.contract import (
+    BlockIsolation,
     ChunkedResidualFn,
     KernelRule,
     StepResiduals,
@@ -21,6 +22,7 @@ ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 PROTOCOLS = {"KernelRule": KernelRule, "WeightDriver": WeightDriver}
 PROTOCOLS["StepResiduals"] = StepResiduals
 PROTOCOLS["ChunkedResidualFn"] = ChunkedResidualFn
+PROTOCOLS["BlockIsolation"] = BlockIsolation
 
 
 def documented_members():
@@ -55,6 +57,16 @@ def test_the_contract_module_defines_the_documented_protocols():
 @pytest.mark.parametrize("weighting", [NTKWeighting, SketchNTKWeighting])
 def test_the_weightings_are_kernel_rules(weighting):
     assert isinstance(weighting(), KernelRule)
+
+
+def test_the_isolating_rules_isolate_blocks():
+    # the one rule whose sketches carry cross terms isolates blocks; the
+    # parameter-space sketch and exact traces are never negative
+    assert SketchNTKWeighting().isolates_blocks
+    assert isinstance(SketchNTKWeighting(), BlockIsolation)
+    assert not SketchNTKWeighting(estimator="parameter").isolates_blocks
+    assert not SketchNTKWeighting(full_kernel=True).isolates_blocks
+    assert not NTKWeighting().isolates_blocks
 
 
 def test_a_weighting_without_a_member_is_not_a_kernel_rule():

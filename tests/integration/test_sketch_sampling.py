@@ -82,8 +82,12 @@ class ScaleSpy(SketchNTKWeighting):
         self.drawn = []  # (step, scales, traces or None until completed)
         self.sizes = None  # entry counts per block, from the last sample
 
-    def prepare_sample(self, params, residuals, generator, scales=None):
-        prepared = super().prepare_sample(params, residuals, generator, scales)
+    def prepare_sample(
+        self, params, residuals, generator, scales=None, isolated=None
+    ):
+        prepared = super().prepare_sample(
+            params, residuals, generator, scales, isolated
+        )
         copy = None if scales is None else scales.clone()
         self.drawn.append([self.driver.step, copy, None])
         self.sizes = block_sizes(residuals)
@@ -177,8 +181,14 @@ def test_deferred_samples_enter_the_next_steps_weights(estimator):
     # which the deferral shifts by one step.
     from pina.optim import TorchOptimizer
 
+    class Published(SketchNTKWeighting):
+        # With alpha = 1 a single sketch's cross terms can turn an average
+        # negative; the restart of that block draws probes of its own, which
+        # would break the step-for-step correspondence tested here.
+        isolates_blocks = False
+
     def traces(deferred):
-        weighting = SketchNTKWeighting(
+        weighting = Published(
             sample_every_n_steps=1,
             alpha=1.0,
             warmup_samples=2,

@@ -27,9 +27,13 @@ class SpySketch(SketchNTKWeighting):
         super().__init__(**kwargs)
         self.prepared_at, self.samples = [], []
 
-    def prepare_sample(self, params, residuals, generator, scales=None):
+    def prepare_sample(
+        self, params, residuals, generator, scales=None, isolated=None
+    ):
         self.prepared_at.append(self.driver.step)
-        return super().prepare_sample(params, residuals, generator, scales)
+        return super().prepare_sample(
+            params, residuals, generator, scales, isolated
+        )
 
     def complete_sample(self, residual_fn, params, prepared, generator):
         traces, kernel = super().complete_sample(
@@ -183,9 +187,17 @@ class SpyExact(NTKWeighting):
         super().__init__(**kwargs)
         self.samples = []
 
-    def sample(self, residual_fn, params, residuals, generator, scales=None):
+    def sample(
+        self,
+        residual_fn,
+        params,
+        residuals,
+        generator,
+        scales=None,
+        isolated=None,
+    ):
         traces, kernel = super().sample(
-            residual_fn, params, residuals, generator, scales
+            residual_fn, params, residuals, generator, scales, isolated
         )
         sizes = torch.tensor([r.numel() for r in residuals], dtype=traces.dtype)
         self.samples.append((self.driver.step, traces / sizes))

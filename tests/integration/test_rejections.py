@@ -1,0 +1,265 @@
+"""Every proposal of weights that is not used is counted, by reason, and a
+block the predictor's cross terms drown is sketched on its own.
+
+The counts are read from the logged values (``ntk_rejected/<reason>``,
+``ntk_proposals``) and the warnings; the expected counts follow from the
+steps at which a test forces a sample to be non-finite or negative.
+"""
+
+import math
+import warnings
+
+import lightning
+import pytest
+import torch
+from pina import Condition
+from pina.domain import CartesianDomain
+from pina.equation import Equation
+from pina.operator import grad
+from pina.problem import SpatialProblem, TimeDependentProblem
+from pina.solver import (
+    CausalPhysicsInformedSingleModelSolver,
+    PhysicsInformedSingleModelSolver,
+)
+
+from pina_ntk import NTKCallback, SketchNTKWeighting
+from pina_ntk.integration import ResampleCallback
+from pina_ntk.integration.reports import REJECTIONS
+from pina_ntk.paper.experiments.models import ScaledMLP
+
+from helpers import MemoryLogger, WeightHistory, make_solver, make_trainer, mlp
+
+
+def rejection_warnings(record):
+    return [w for w in record if "weight proposals" in str(w.message)]
+
+
+class Forced(SketchNTKWeighting):
+    """A sketch whose sample of ``block`` is replaced by ``value`` at
+    ``steps``; ``isolating=False`` keeps a negative average (as a rule
+    without cross terms to drop would)."""
+
+    def __init__(self, steps, value, block=0, isolating=True, **kwargs):
+        options = dict(sample_every_n_steps=1, warmup_samples=2)
+        super().__init__(**{**options, **kwargs})
+        self.forced_steps, self.value, self.block = steps, value, block
+        self.isolating = isolating
+
+    @property
+    def isolates_blocks(self):
+        return self.isolating and super().isolates_blocks
+
+    def complete_sample(self, residual_fn, params, prepared, generator):
+        traces, kernel = super().complete_sample(
+            residual_fn, params, prepared, generator
+        )
+        if self.driver.step in self.forced_steps:
+            traces = traces.clone()
+            traces[self.block] = self.value
+        return traces, kernel
+
+
+def train(weighting, steps, kind="poisson"):
+    solver = make_solver(kind, weighting=weighting)
+    logger, history = MemoryLogger(), WeightHistory()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        make_trainer(solver, steps, callbacks=[history], logger=logger).train()
+    return logger, history, record
+
+
+@pytest.mark.parametrize("deferred", [False, True])
+def test_a_non_finite_sample_is_counted_and_named(deferred):
+    bad = {2, 3, 6}
+    weighting = Forced(bad, math.nan, sample_after_backward=deferred)
+    logger, history, record = train(weighting, 9)
+    # one proposal per step: the warm start's at step 0, then each
+    # sample's (a deferred one's at the next step)
+    proposals = 9
+    assert logger.last("ntk_proposals") == proposals
+    assert logger.last("ntk_rejected/non_finite") == len(bad)
+    for reason in ("negative", "all_zero"):
+        assert logger.last(f"ntk_rejected/{reason}") == 0
+    # the first is warned of when it happens, the rest at the end
+    first, last = [str(w.message) for w in rejection_warnings(record)]
+    assert "1 of" in first and "non finite" in first
+    assert f"3 of {proposals} NTK weight proposals" in last
+    assert f"blocks ['{weighting.driver.names[0]}']" in last  # forced one
+
+
+def test_a_negative_average_is_counted_and_names_its_block():
+    # alpha = 1: the average is the last sample; the parameter-space sketch
+    # is never negative by itself (and isolates no block), so the average
+    # is negative at the forced samples only, whose proposals come a step
+    # later (deferred samples)
+    weighting = Forced({1, 4}, -5.0, block=1, alpha=1.0, estimator="parameter")
+    logger, history, record = train(weighting, 7)
+    assert logger.last("ntk_rejected/negative") == 2
+    assert logger.last("ntk_rejected/non_finite") == 0
+    # the previous weights are kept at the rejected proposals' steps
+    assert history.weights[2] == history.weights[1]
+    assert history.weights[5] == history.weights[4]
+    name = weighting.driver.names[1]
+    messages = [str(w.message) for w in rejection_warnings(record)]
+    assert messages and all(f"blocks ['{name}']" in m for m in messages)
+    assert "2 of 7" in messages[-1]
+
+
+def test_rejections_count_per_reason_and_are_checkpointed():
+    weighting = Forced({0}, -5.0, block=1, alpha=1.0, estimator="parameter")
+    solver = make_solver("poisson", weighting=weighting)
+    trainer = make_trainer(solver, 3)
+    trainer.train()
+    statistics = next(
+        c for c in trainer.callbacks if isinstance(c, NTKCallback)
+    ).statistics
+    state = statistics.state_dict()
+    # the warm start's proposal and that of step 0's (deferred) sample
+    counts = dict(zip(REJECTIONS, state["rejected"].tolist()))
+    assert counts["negative"] == 2 and state["proposals"] == 3
+    assert counts["non_finite"] == counts["all_zero"] == 0
+    assert state["rejected_blocks"].tolist() == [False, True]
+    assert bool(state["formed"])  # step 1's sample formed weights
+    assert state["warned_rejections"] == 2  # at step 0, then at the end
+
+
+def test_a_block_whose_average_turns_negative_is_restarted_on_its_own():
+    # a strongly negative sample of block 1 at step 2 makes its average
+    # negative; the block is then restarted from sketches of its own
+    weighting = Forced({2}, -1e6, block=1, alpha=0.5)
+    logger, history, record = train(weighting, 6)
+    statistics = weighting.driver
+    name = statistics.names[1]
+    assert statistics.isolated_blocks == [name]
+    assert not rejection_warnings(record)
+    assert logger.last("ntk_rejected/negative") == 0
+    # weights were formed at the step after the forced sample (deferred)
+    assert all(t > 0 for t in statistics.traces.values())
+    assert all(
+        math.isfinite(v) and v > 0 for w in history.weights for v in w.values()
+    )
+
+
+def test_an_isolated_block_leaves_the_predictors_probe():
+    kept = []
+
+    class Kept(Forced):
+        def complete_sample(self, residual_fn, params, prepared, generator):
+            kept.append(prepared)
+            return super().complete_sample(
+                residual_fn, params, prepared, generator
+            )
+
+    weighting = Kept({1}, -1e6, block=1, alpha=0.5)
+    train(weighting, 5)
+    later = [p for p in kept if p["isolated"] is not None]
+    assert later  # the samples after the restart isolate block 1
+    for prepared in later:
+        assert prepared["isolated"][0] == (False, True)
+        assert torch.count_nonzero(prepared["probe"][1]) == 0
+        assert torch.count_nonzero(prepared["probe"][0]) > 0
+        assert prepared["isolated"][1][1] >= 0
+
+
+@pytest.mark.parametrize("kind", ["poisson", "wave"])
+def test_isolation_is_inert_where_no_average_turns_negative(kind):
+    # the weights of the default are the same, bit for bit, with the
+    # isolation switched off, wherever no average turns negative: it acts
+    # on rejected samples only
+    runs = []
+    for isolating in (True, False):
+        weighting = Forced(set(), 0.0, isolating=isolating, warmup_samples=32)
+        logger, history, _ = train(weighting, 12, kind=kind)
+        runs.append(history.weights)
+    assert logger.last("ntk_rejected/negative") == 0  # without isolation
+    assert runs[0] == runs[1]
+
+
+# ------------------------------------------------------ the causal solver
+def exact_reaction(x, t):
+    h = torch.exp(-((x - torch.pi) ** 2) / (2 * (torch.pi / 4) ** 2))
+    return h * torch.exp(5 * t) / (h * torch.exp(5 * t) + 1 - h)
+
+
+def plain(tensor):
+    return torch.Tensor.as_subclass(tensor, torch.Tensor)
+
+
+def reaction_residual(input_, output_):
+    u = plain(output_.extract(["u"]))
+    u_t = plain(grad(output_, input_, components=["u"], d=["t"]))
+    return u_t - 5 * u * (1 - u)
+
+
+def edge_value(input_, output_):
+    x, t = plain(input_.extract(["x"])), plain(input_.extract(["t"]))
+    return plain(output_.extract(["u"])) - exact_reaction(x, t)
+
+
+class Reaction(SpatialProblem, TimeDependentProblem):
+    """u_t = 5 u (1 - u) on [0, 2 pi] x [0, 1], a Gaussian start, exact
+    values on the edges (the reproduction of issue #54)."""
+
+    output_variables = ["u"]
+    spatial_domain = CartesianDomain({"x": [0, 2 * torch.pi]})
+    temporal_domain = CartesianDomain({"t": [0, 1]})
+    domains = {
+        "D": CartesianDomain({"x": [0, 2 * torch.pi], "t": [0, 1]}),
+        "t0": CartesianDomain({"x": [0, 2 * torch.pi], "t": 0}),
+        "left": CartesianDomain({"x": 0, "t": [0, 1]}),
+        "right": CartesianDomain({"x": 2 * torch.pi, "t": [0, 1]}),
+    }
+    conditions = {
+        "pde": Condition(domain="D", equation=Equation(reaction_residual)),
+        "initial": Condition(domain="t0", equation=Equation(edge_value)),
+        "left": Condition(domain="left", equation=Equation(edge_value)),
+        "right": Condition(domain="right", equation=Equation(edge_value)),
+    }
+
+
+def causal_reaction(weighting, points=None):
+    lightning.seed_everything(0, verbose=False)
+    problem = Reaction()
+    points = points or {"D": 1000, "t0": 200, "left": 50, "right": 50}
+    for name, n in points.items():
+        problem.discretise_domain(n, "random", domains=[name])
+    # the reproduction's network: inputs scaled to [-1, 1], 3 x 128 tanh
+    model = ScaledMLP([0.0, 0.0], [2 * torch.pi, 1.0], 1, 128, 3, 0, 1.0)
+    return CausalPhysicsInformedSingleModelSolver(
+        problem, model, weighting=weighting, regularized_conditions=["pde"]
+    )
+
+
+def test_the_default_forms_weights_under_the_causal_solver():
+    # With PINA's causal solver the PDE block holds ten time slices of the
+    # interior points; its cross terms drowned the edges' sketches, whose
+    # averages came out negative at the warm start, so the weights stayed 1
+    # for the whole run with one warning.
+    weighting = SketchNTKWeighting(seed=0)
+    solver = causal_reaction(weighting)
+    logger, history = MemoryLogger(), WeightHistory()
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        make_trainer(solver, 12, callbacks=[history], logger=logger).train()
+    assert not rejection_warnings(record)
+    assert logger.last("ntk_rejected/negative") == 0
+    assert weighting.driver.isolated_blocks  # the edges were drowned
+    final = history.weights[-1]
+    assert all(v != 1.0 for v in final.values())
+    # the edges and the start get weights above the PDE's
+    assert min(final["initial"], final["left"], final["right"]) > final["pde"]
+
+
+def test_fresh_points_with_the_causal_solver():
+    weighting = SketchNTKWeighting(seed=0, warmup_samples=4)
+    points = {"D": 20, "t0": 8, "left": 4, "right": 4}
+    solver = causal_reaction(weighting, points)
+    resample = ResampleCallback(
+        every_n_steps=1, counts={"pde": 30, "initial": 9}
+    )
+    history = WeightHistory()
+    make_trainer(solver, 3, callbacks=[resample, history]).train()
+    assert resample.draws == 3
+    stored = solver.problem.conditions["pde"].data.input
+    assert len(stored) == 30
+    assert len(history.weights) == 3
