@@ -20,7 +20,9 @@ import sys
 
 import harness
 import suite_protocol as protocol
+from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
 from suite_protocol import NONE
+from weightings_setup import CAUSAL as CAUSAL_NAMES
 from weightings_setup import key, label
 
 SCRIPT = "suite_page.py"
@@ -37,6 +39,13 @@ BAND = CANDIDATES[0]
 #: weights, the band, the published sketch.
 README_ROWS = ("none", "pina_self_adaptive", "pina_ntk", "exact")
 README_ROWS += ("sketch_band_4", protocol.PUBLISHED)
+#: PINA's causal solver, measured on the tuning half's time-dependent
+#: settings (issue #54; no decision): its results' key and table rows.
+CAUSAL = "causal"
+CAUSAL_ROWS = ("sketch_predictor", "causal_none", "causal_sketch_predictor")
+#: The default's rejected estimates, seed 0 of every setting with the code
+#: that counts them (issue #54): per half, its results' key.
+CENSUS = "rejections/{half}"
 
 
 def combined(documents, halves=protocol.CONFIRMATION):
@@ -65,6 +74,9 @@ def name(weighting, document):
     """A weighting as a user writes it, in backticks (``none``: none)."""
     if weighting == NONE:
         return "no weighting"
+    if weighting in CAUSAL_NAMES:  # PINA's causal solver with a weighting
+        inner = CAUSAL_NAMES[weighting]
+        return "the causal solver, " + name(inner, document)
     every = document["settings"]["update_every"]
     text = label(weighting, every).replace("`", "")
     return "`" + text.replace("PINA ", "").split(", the default")[0] + "`"
@@ -247,7 +259,14 @@ def half_section(half, document):
         "",
         *cost_lines(document),
     ]
-    for against in (NONE, protocol.PUBLISHED):
+    return lines + per_problem_lines(document, (NONE, protocol.PUBLISHED))
+
+
+def per_problem_lines(document, references):
+    """The per-problem tables against each of ``references``, at equal
+    steps and at equal time."""
+    lines = []
+    for against in references:
         for basis in protocol.BASES:
             lines += [
                 f"Per problem: the error ratio to {name(against, document)} "
@@ -257,6 +276,85 @@ def half_section(half, document):
                 "",
             ]
     return lines
+
+
+def causal_section(document):
+    """PINA's causal solver with and without the default against the plain
+    solver with and without it: what the pair costs and gains."""
+    runs, problems = document["runs"], document["problems"]
+    shown = [w for w in CAUSAL_ROWS if w in ran(document)]
+    live = protocol.current(runs)
+    seeds = sorted({r["seed"] for r in live})
+    lines = [
+        "## PINA's causal solver",
+        "",
+        "A measurement, not a decision (nothing here is tuned or chosen): "
+        "PINA's `CausalPhysicsInformedSingleModelSolver` at its defaults "
+        "(`eps=100`, `n_steps=10`, the interior condition regularised), "
+        "with no weighting and with the default, against the plain solver "
+        "with and without the default, on the tuning half's time-dependent "
+        f"settings ({', '.join(problems)}); seeds {seeds[0]}–{seeds[-1]}, "
+        f"{document['settings']['steps']} steps each (fewer than the "
+        "halves' runs: a causal step costs several plain ones), the rest as "
+        "in the halves. The runs, with each weighting's rejected estimates: "
+        "[suite/causal/weightings.md](suite/causal/weightings.md).",
+        "",
+        *harness.parts_lines(document, lambda i, p: p["date"]),
+        "÷ none: to the plain solver without weighting; ÷ published: to "
+        "the plain solver with the default, paired by seed, as in the "
+        "halves' tables:",
+        "",
+        *summary_table(summary_of(document, shown), document, shown),
+        "",
+        *cost_lines(document),
+    ]
+    return lines + per_problem_lines(document, (NONE, "causal_none"))
+
+
+def census_section(documents):
+    """The default's proposals and rejected estimates per setting (seed 0,
+    the code that counts them), and its error beside the half's own run of
+    that seed: where the code that isolates drowned blocks changed the run
+    and where it did not."""
+    rows = []
+    for half in protocol.HALVES:
+        census = documents.get(CENSUS.format(half=half))
+        if census is None or half not in documents:
+            continue
+        own = {key(r): r for r in protocol.current(documents[half]["runs"])}
+        for run in protocol.current(census["runs"]):
+            found, earlier = run["rejections"], own.get(key(run))
+            bad = sum(found[k] for k in ESTIMATE_REJECTIONS)
+            same = earlier and (
+                earlier["history"]["errors"] == run["history"]["errors"]
+            )
+            rows.append([half, run["problem"], found["proposals"], bad,
+                         found["safeguard"], ", ".join(found["isolated"]) or "—",
+                         f"{protocol.run_error(run):.3g}",
+                         f"{protocol.run_error(earlier):.3g}" if earlier else "—",
+                         "yes" if same else "no"])  # fmt: skip
+    if not rows:
+        return []
+    header = ["half", "setting", "proposals", "rejected estimates"]
+    header += ["rejected by the safeguard", "isolated blocks", "error"]
+    header += ["error of the half's run", "the same run to the bit"]
+    return [
+        "## Rejected samples",
+        "",
+        "`SketchNTKWeighting()` on every setting, seed 0, with the code that "
+        "counts each proposal of weights not used and sketches a block on "
+        "its own once its averaged estimate turns negative (isolated); "
+        "before, such a block's proposals were rejected and the previous "
+        "weights kept. The error beside that of the half's run of the same "
+        "seed, which the tables above use (the runs: `suite/rejections/`); "
+        "a run without an isolated block can differ where the half's run "
+        "was made by an earlier version of the library (the dates are in "
+        "the provenance), and a setting with one may have been run again "
+        "(its runs page lists the runs superseded, with the reason):",
+        "",
+        *harness.markdown_table(header, rows),
+        "",
+    ]
 
 
 def decision(documents):
@@ -326,6 +424,9 @@ def render(documents):
     for half in protocol.HALVES:
         if half in documents:
             lines += half_section(half, documents[half])
+    lines += census_section(documents)
+    if CAUSAL in documents:
+        lines += causal_section(documents[CAUSAL])
     return "\n".join(lines)
 
 
@@ -401,9 +502,12 @@ def readme_block(documents, page=f"docs/{PAGE}"):
 
 
 def read_documents(docs):
-    """``{half: document}`` of the halves whose results exist."""
+    """``{half: document}`` of the halves, the causal solver's study
+    (:data:`CAUSAL`) and the default's census per half (:data:`CENSUS`)
+    whose results exist."""
     found = {}
-    for half in protocol.HALVES:
+    census = (CENSUS.format(half=half) for half in protocol.HALVES)
+    for half in (*protocol.HALVES, CAUSAL, *census):
         path = os.path.join(docs, RESULTS.format(half=half))
         if os.path.isfile(path):
             found[half] = harness.read_json(path)

@@ -36,10 +36,14 @@ import torch
 from lightning.pytorch.callbacks import Callback
 from pina.model import FeedForward
 from pina.optim import TorchOptimizer, TorchScheduler
-from pina.solver import PhysicsInformedSingleModelSolver
+from pina.solver import (
+    CausalPhysicsInformedSingleModelSolver,
+    PhysicsInformedSingleModelSolver,
+)
 
 import harness
 from pina_ntk.integration import resampling
+from pina_ntk.integration.block_statistics import condition_role
 from pina_ntk.paper.experiments import training
 from pina_ntk.paper.experiments.models import ScaledMLP, input_box
 from pina_ntk.paper.experiments.outputs import grid_points, relative_error_fn
@@ -47,7 +51,8 @@ from pina_ntk.paper.experiments.settings import make_weighting
 from pina_ntk.paper.experiments.wave import WaveSettings
 
 from weightings_page import render, write_outputs  # noqa: F401 (tests)
-from weightings_setup import FEEDFORWARD, FIXED_POINTS, FULL, HALF_SEEDS
+from weightings_setup import CAUSAL, FEEDFORWARD, FIXED_POINTS, FULL
+from weightings_setup import HALF_SEEDS
 from weightings_setup import PROBLEMS, QUICK, QUICK_PROBLEMS, SCRIPT, SEEDS
 from weightings_setup import SMOOTHING_PROBLEMS, SMOOTHING_WEIGHTINGS, SPLIT
 from weightings_setup import SPACED_FACTOR, SUITE_WEIGHTINGS, TUTORIAL_NETWORK
@@ -207,13 +212,18 @@ def _train(job, record):
     record["weighting_options"] = describe_weighting(weighting)
     gamma = job["lr_decay"] ** (1.0 / job["lr_decay_steps"])
     decay = torch.optim.lr_scheduler.ExponentialLR
-    solver = PhysicsInformedSingleModelSolver(
-        problem,
-        model,
+    options = dict(
         optimizer=TorchOptimizer(torch.optim.Adam, lr=job["lr"]),
         scheduler=TorchScheduler(decay, gamma=gamma),
         weighting=weighting,
     )
+    solver_class = PhysicsInformedSingleModelSolver
+    if job["weighting"] in CAUSAL:  # PINA's defaults: eps 100, 10 slices
+        interior = [c for c in problem.conditions
+                    if condition_role(problem, c) == "interior"]  # fmt: skip
+        options["regularized_conditions"] = interior
+        solver_class = CausalPhysicsInformedSingleModelSolver
+    solver = solver_class(problem, model, **options)
     # the untrained network's error at step 0: every run has a record at
     # or before any step budget
     history = record["history"]
@@ -425,7 +435,8 @@ def run_all(args, argv):
             return list(dict.fromkeys(args.weightings))
         smoothing = problem in SMOOTHING_PROBLEMS
         # "default" repeats one of the sketches: the suite runs it by name
-        skipped = ("default",) + (() if smoothing else SMOOTHING_WEIGHTINGS)
+        skipped = ("default", *CAUSAL)
+        skipped += () if smoothing else SMOOTHING_WEIGHTINGS
         return [w for w in WEIGHTINGS if w not in skipped]
 
     log = functools.partial(print, file=sys.stderr, flush=True)

@@ -7,6 +7,7 @@ import os
 import statistics
 
 import harness
+from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
 from weightings_setup import FIXED_POINTS, PROBLEMS, SCRIPT, TITLE, key, label
 from weightings_setup import TUTORIAL_NETWORK
 
@@ -226,9 +227,7 @@ def rejection_cell(runs):
     found = [r["rejections"] for r in runs if r["rejections"]]
     if not found:
         return "—"
-    bad = sum(
-        f[k] for f in found for k in ("non_finite", "negative", "all_zero")
-    )
+    bad = sum(f[k] for f in found for k in ESTIMATE_REJECTIONS)
     cell = f"{bad} of {sum(f['proposals'] for f in found)}"
     isolated = [b for f in found for b in f["isolated"]]
     blocks = {b: isolated.count(b) for b in dict.fromkeys(isolated)}

@@ -108,6 +108,12 @@ WEIGHTINGS = {
     ),
 }
 # fmt: on
+#: PINA's causal solver with a weighting of :data:`WEIGHTINGS` (its name's
+#: rest): a weighting and a solver, compared with the plain solver's runs.
+CAUSAL = {"causal_none": "none", "causal_sketch_predictor": "sketch_predictor"}
+for _name, _base in CAUSAL.items():
+    _text = WEIGHTINGS[_base][0].replace(", the default", "")
+    WEIGHTINGS[_name] = ("causal solver, " + _text, *WEIGHTINGS[_base][1:])
 SMOOTHING_WEIGHTINGS = ("exact_500", "exact_500_smoothed")
 SMOOTHING_PROBLEMS = ("wave", "helmholtz", "poisson")
 #: Settings of every run: a tanh ``ScaledMLP``, Adam with a learning rate

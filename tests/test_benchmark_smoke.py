@@ -419,8 +419,10 @@ def test_weightings_quick(tmp_path, monkeypatch):
     assert weightings.render(data) in page
     problems, weightings_run = data["problems"], data["weightings"]
     assert len(problems) >= 2 and "wave" in problems
-    # every weighting but "default", which repeats a sketch by name
-    assert set(weightings_run) == set(weightings.WEIGHTINGS) - {"default"}
+    # every weighting but "default", which repeats a sketch by name, and
+    # the causal solver's runs (asked for by name)
+    expected = set(weightings.WEIGHTINGS) - {"default", *weightings.CAUSAL}
+    assert set(weightings_run) == expected
     # the quick problems are all smoothing problems: every weighting
     runs = {(r["problem"], r["weighting"]): r for r in data["runs"]}
     assert set(runs) == {(p, w) for p in problems for w in weightings_run}
@@ -593,6 +595,46 @@ def test_suite_confirmation_half_quick(tmp_path):
     both = runs + [dict(r, weighting="sketch_predictor") for r in runs]
     summary = suite_protocol.summarise(both, ["sketch_predictor"], problems)
     assert summary["sketch_predictor"]["steps"]["to_none"] == pytest.approx(1)
+
+
+def test_causal_runs_train_pinas_causal_solver_and_count_rejections(tmp_path):
+    """The causal study's runs: PINA's causal solver with the interior
+    condition regularised, fresh points, the default's proposals counted
+    (and recorded as not applicable for no weighting); the page shows the
+    count beside each weighting."""
+    names = ["none", "causal_none", "causal_sketch_predictor"]
+    arguments = "--quick", "--problems", "advection", "--weightings", *names
+    code, _ = run_main(
+        weightings, *arguments, "--workers", "1", "--output-dir", tmp_path
+    )
+    assert code == 0
+    data = harness.read_json(tmp_path / "weightings.json")
+    runs = {r["weighting"]: r for r in data["runs"]}
+    assert all(r["status"] == "ok" for r in runs.values())
+    assert runs["none"]["rejections"] is None
+    assert runs["causal_none"]["rejections"] is None
+    found = runs["causal_sketch_predictor"]["rejections"]
+    # ten quick steps, a sample every ten: the warm start's proposal and
+    # that of step 0's (deferred) sample
+    assert found["proposals"] == 2 and found["negative"] == 0
+    page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
+    assert "causal solver, none (plain sum)" in page
+    section = page[page.index("## advection") :].splitlines()
+    row = next(line for line in section if "causal solver, `" in line)
+    assert row.rstrip(" |").endswith("| 0 of 2")
+
+
+def test_rejection_cells_count_estimates_and_name_isolated_blocks():
+    from weightings_page import rejection_cell
+
+    counts = dict(non_finite=1, negative=0, all_zero=2, safeguard=5)
+    runs = [
+        {"rejections": dict(counts, proposals=10, isolated=["left"])},
+        {"rejections": dict(counts, proposals=30, isolated=[])},
+    ]
+    assert rejection_cell(runs) == "6 of 40; isolated: left (1 seed(s))"
+    assert rejection_cell([{"rejections": None}]) == "—"
+    assert rejection_cell([{}, *runs]) == "not recorded"
 
 
 def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):

@@ -124,3 +124,24 @@ def test_wheel_installs_and_runs_in_a_fresh_environment(wheel, tmp_path):
     assert Path(found).resolve().is_relative_to(env_dir.resolve()), found
     help_text = run([str(bin_dir / "pina-ntk"), "--help"], cwd=outside)
     assert "wave" in help_text and "qtensor" in help_text
+
+
+def test_the_version_is_the_latest_released_section_of_the_changelog():
+    # Keep a Changelog: "## [Unreleased]" first, then "## [X.Y.Z] - date"
+    import re
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "CHANGELOG.md").read_text(encoding="utf-8")
+    sections = re.findall(
+        r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?", text, re.M
+    )
+    assert sections[0] == ("Unreleased", "")
+    released = [(v, d) for v, d in sections[1:] if d]
+    assert released, "no dated release section"
+    with open(root / "pyproject.toml", "rb") as handle:
+        version = tomllib.load(handle)["project"]["version"]
+    assert released[0][0] == version
+    import pina_ntk
+
+    assert pina_ntk.__version__ == version

@@ -50,7 +50,8 @@ PAGES = [
         (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
         + ("weightings.py", None)
         for half in ("tuning", "confirmation", "confirmation-2")
-        + ("band-diagnosis",)
+        + ("band-diagnosis", "causal")
+        + tuple(f"rejections/{half}" for half in suite_page.protocol.HALVES)
     ),
     *(
         (f"{name}.md", f"{name}.json", "weightings.py", None)

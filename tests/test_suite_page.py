@@ -225,3 +225,47 @@ def test_a_superseded_run_is_left_out_and_its_errors_compared():
         "their reruns to the bit on 0 of them.\n\n",
         1,
     )
+
+
+def test_the_census_sets_each_settings_counts_beside_the_halfs_run():
+    found = documents()
+    errors = {"none": {"p1": (1.0,), "p2": (1.0,)}}
+    census = document(
+        dict(errors, sketch_predictor={"p1": (0.4,), "p2": (0.8,)})
+    )
+    census["runs"] = [r for r in census["runs"] if r["weighting"] != "none"]
+    counts = dict(non_finite=0, negative=1, all_zero=0, safeguard=7)
+    census["runs"][0]["rejections"] = dict(
+        counts, proposals=301, isolated=["left", "right"]
+    )
+    census["runs"][1]["rejections"] = dict(counts, proposals=300, isolated=[])
+    found[suite_page.CENSUS.format(half="confirmation")] = census
+    page = suite_page.render(found)
+    assert "## Rejected samples" in page
+    # p1: isolated, a new error (0.4, the half's run 0.5); p2: the same run
+    assert row_of(page, "| confirmation | p1 |") == [
+        "confirmation", "p1", "301", "1", "7", "left, right", "0.4", "0.5",
+        "no",
+    ]  # fmt: skip
+    assert row_of(page, "| confirmation | p2 |")[-3:] == ["0.8", "0.8", "yes"]
+    assert "## Rejected samples" not in suite_page.render(documents())
+
+
+def test_the_causal_section_compares_the_solvers_paired_by_seed():
+    errors = {
+        "none": {"p1": (1.0, 1.0)},
+        "sketch_predictor": {"p1": (0.5, 0.5)},
+        "causal_none": {"p1": (0.8, 0.8)},
+        "causal_sketch_predictor": {"p1": (0.25, 0.25)},
+    }
+    # the causal default costs 4 plain steps: at equal time it has made a
+    # quarter of its steps, where its recorded error is twice the final
+    costs = {"p1": {"causal_sketch_predictor": [4.0]}}
+    found = dict(documents(), causal=document(errors, costs))
+    page = suite_page.render(found)
+    section = page[page.index("## PINA's causal solver") :]
+    row = row_of(section, "| the causal solver, `SketchNTKWeighting")
+    # ÷ none and ÷ the plain default at equal steps, then at equal time
+    assert row[3].startswith("0.25") and row[4].startswith("0.5")
+    assert row[7].startswith("0.5") and row[8].startswith("1")
+    assert "error ratio to the causal solver, no weighting at" in section

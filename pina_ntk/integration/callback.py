@@ -27,24 +27,17 @@ class NTKCallback(Callback):
     the weighting's driver), which runs the weighting's estimator when due,
     folds the result into the moving-average kernel buffer, applies the
     spaced-update safeguard and returns the weights to the solver's loss
-    aggregation. A sketch sample's evaluations at displaced parameters run
-    after the step's backward pass by default (the sample then enters the
-    weights of the next step); see
-    :class:`~pina_ntk.SketchNTKWeighting`'s ``sample_after_backward``.
+    aggregation; after the backward pass it completes a deferred sample.
 
-    Written to the trainer's loggers (``trainer.loggers``, at the step whose
-    weights they are, beside PINA's condition losses of that step) every
-    ``log_every_n_steps`` optimisation steps: ``ntk_weight/<condition>``,
-    ``ntk_trace/<condition>``, ``ntk_bound_hits/<condition>``,
-    ``ntk_refreshes``, ``ntk_safeguard/{accepted,rejected,sum}``,
-    ``ntk_proposals`` and ``ntk_rejected/<reason>`` (the weight proposals
-    that were not used, by reason: ``non_finite``, ``negative``,
-    ``all_zero``, ``safeguard``). The
-    whole state (buffers, safeguard, step counter, probe seed, weights) is
-    saved in and restored from Lightning checkpoints. The current values
-    are read from :attr:`statistics` (``weights``, ``traces``, ``kernel``,
-    ``step``); the logged ones are not in ``trainer.callback_metrics``
-    (see :func:`~pina_ntk.integration.lightning_logging.log_values`).
+    Every ``log_every_n_steps`` optimisation steps it writes the values of
+    :meth:`~pina_ntk.integration.kernel_statistics.KernelStatistics.log_values`
+    (weights, traces, clamped weights, refreshes, safeguard counters, weight
+    proposals and those rejected, by reason) to ``trainer.loggers``, at the
+    step whose weights they are (not to ``trainer.callback_metrics``: see
+    :func:`~pina_ntk.integration.lightning_logging.log_values`), and warns
+    of what the run's reports hold. The whole state is saved in and
+    restored from Lightning checkpoints; the current values are read from
+    :attr:`statistics` (``weights``, ``traces``, ``kernel``, ``step``).
 
     :param int log_every_n_steps: Optimisation steps between logged values;
         ``None`` (default) uses the trainer's ``log_every_n_steps``. PINA's
@@ -62,7 +55,6 @@ class NTKCallback(Callback):
         >>> trainer = Trainer(solver, max_epochs=500,
         ...     callbacks=[NTKCallback(log_every_n_steps=10)])  # doctest: +SKIP
         >>> trainer.train()  # doctest: +SKIP
-        >>> trainer.callbacks  # doctest: +SKIP
     """
 
     def __init__(self, log_every_n_steps=None):

@@ -625,7 +625,10 @@ class KernelStatistics:
         :rtype: dict
         """
         counts = self.reports.rejection_counts()
-        return {k.split("/")[-1]: int(v) for k, v in counts.items()}
+        return {
+            k.removeprefix("ntk_rejected/").removeprefix("ntk_"): int(v)
+            for k, v in counts.items()
+        }
 
     @property
     def bound_hits(self):

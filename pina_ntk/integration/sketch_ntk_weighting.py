@@ -320,17 +320,17 @@ class SketchNTKWeighting(KernelWeighting):
         traces = isolated_block_traces(
             residuals, params.values(), probe, blocks
         )
-        if all(self.rayleigh_blocks(residuals)):
-            traces = effective_traces(traces, residuals)
-        return traces
+        return self._statistics(
+            traces, self.rayleigh_blocks(residuals), residuals
+        )
 
     @staticmethod
-    def _statistics(traces, prepared):
+    def _statistics(traces, rayleigh, residuals):
         """The block statistics of predictor sketches ``traces``."""
-        if all(prepared["rayleigh"]):
+        if all(rayleigh):
             # unit directions: the sketch is rho_c (a mixed probe's Rayleigh
             # blocks give n_c rho_c directly)
-            return effective_traces(traces, prepared["residuals"])
+            return effective_traces(traces, residuals)
         return traces
 
     def _probe(self, residuals, generator, scales):
@@ -360,11 +360,12 @@ class SketchNTKWeighting(KernelWeighting):
                 prepared.get("along"),
             )
             return traces, None
-        probe = prepared["probe"]
+        probe, rayleigh = prepared["probe"], prepared["rayleigh"]
         isolated = prepared["isolated"]
         if isolated is not None and all(isolated[0]):
             # every block sketched on its own: the predictor has no probe left
-            return self._statistics(isolated[1], prepared), None
+            own = isolated[1]
+            return self._statistics(own, rayleigh, prepared["residuals"]), None
         product = kernel_probe_product(
             residual_fn,
             params,
@@ -379,7 +380,7 @@ class SketchNTKWeighting(KernelWeighting):
         if isolated is not None:
             mask = torch.tensor(isolated[0], device=traces.device)
             traces = torch.where(mask, isolated[1].to(traces), traces)
-        traces = self._statistics(traces, prepared)
+        traces = self._statistics(traces, rayleigh, prepared["residuals"])
         kernel = None
         if self.full_kernel:
             kernel = symmetrised_kernel_sketch(probe, product, scales)

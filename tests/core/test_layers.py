@@ -208,3 +208,15 @@ def test_only_the_adapter_touches_pina_internals():
             continue
         touched = pina_touches(ast.parse(path.read_text()))
         assert not touched, f"{path.relative_to(PACKAGE)} touches {touched}"
+
+
+def test_the_callback_stays_a_thin_layer_over_its_statistics():
+    # NTKCallback holds hooks and nothing else: the run's state and its
+    # rules live in KernelStatistics; 150 lines is the budget (issue #55)
+    tree = ast.parse((PACKAGE / "integration" / "callback.py").read_text())
+    (callback,) = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.ClassDef) and node.name == "NTKCallback"
+    ]
+    assert callback.end_lineno - callback.lineno + 1 <= 150

@@ -7,15 +7,18 @@ steps at which a test forces a sample to be non-finite or negative.
 """
 
 import math
+import os
+import sys
 import warnings
 
 import lightning
 import pytest
 import torch
 from pina import Condition
-from pina.domain import CartesianDomain
+from pina.domain import CartesianDomain, Union
 from pina.equation import Equation
-from pina.operator import grad
+from pina.model import FeedForward
+from pina.operator import grad, laplacian
 from pina.problem import SpatialProblem, TimeDependentProblem
 from pina.solver import (
     CausalPhysicsInformedSingleModelSolver,
@@ -27,7 +30,10 @@ from pina_ntk.integration import ResampleCallback
 from pina_ntk.integration.reports import REJECTIONS
 from pina_ntk.paper.experiments.models import ScaledMLP
 
-from helpers import MemoryLogger, WeightHistory, make_solver, make_trainer, mlp
+from helpers import MemoryLogger, WeightHistory, make_solver, make_trainer
+
+BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
+sys.path.insert(0, os.path.abspath(BENCHMARKS))
 
 
 def rejection_warnings(record):
@@ -85,6 +91,9 @@ def test_a_non_finite_sample_is_counted_and_named(deferred):
     assert "1 of" in first and "non finite" in first
     assert f"3 of {proposals} NTK weight proposals" in last
     assert f"blocks ['{weighting.driver.names[0]}']" in last  # forced one
+    found = weighting.driver.rejections
+    assert found["proposals"] == proposals and found["non_finite"] == 3
+    assert set(found) == {"proposals", *REJECTIONS}
 
 
 def test_a_negative_average_is_counted_and_names_its_block():
@@ -263,3 +272,126 @@ def test_fresh_points_with_the_causal_solver():
     stored = solver.problem.conditions["pde"].data.input
     assert len(stored) == 30
     assert len(history.weights) == 3
+
+
+# ------------------------------------------- the tutorial's own membrane
+def membrane_exact(x, y):
+    return torch.sin(torch.pi * x) * torch.sin(3.5 * torch.pi * y)
+
+
+def helmholtz(input_, output_):
+    x, y = input_.extract(["x"]), input_.extract(["y"])
+    forcing = (1.0 - 13.25 * torch.pi**2) * membrane_exact(x, y)
+    lap_u = laplacian(output_, input_, components=["u"], d=["x", "y"])
+    return lap_u + output_ - forcing
+
+
+def clamped(input_, output_):
+    return output_
+
+
+def free_edge(input_, output_):
+    return grad(output_, input_, components=["u"], d=["y"])
+
+
+class Membrane(SpatialProblem):
+    """tutorials/your_problem's Helmholtz membrane, as a user writes it."""
+
+    output_variables = ["u"]
+    spatial_domain = CartesianDomain({"x": [0, 1], "y": [0, 1]})
+    domains = {
+        "interior": CartesianDomain({"x": [0, 1], "y": [0, 1]}),
+        "clamped": Union(
+            [
+                CartesianDomain({"x": 0, "y": [0, 1]}),
+                CartesianDomain({"x": 1, "y": [0, 1]}),
+                CartesianDomain({"x": [0, 1], "y": 0}),
+            ]
+        ),
+        "free": CartesianDomain({"x": [0, 1], "y": 1}),
+    }
+    conditions = {
+        "interior": Condition(domain="interior", equation=Equation(helmholtz)),
+        "clamped": Condition(domain="clamped", equation=Equation(clamped)),
+        "free": Condition(domain="free", equation=Equation(free_edge)),
+    }
+
+
+def test_the_tutorials_first_run_of_the_default_warns_of_nothing():
+    # The tutorial's membrane, seed 0: at step 201 a sample of the free
+    # edge (20 points of a first derivative beside 300 of a Laplacian)
+    # pulled its average below zero; the proposals were rejected with a
+    # warning on a user's first run. Now the edge is sketched on its own.
+    lightning.seed_everything(0, verbose=False)
+    problem = Membrane()
+    for domain, n in {"interior": 300, "clamped": 60, "free": 20}.items():
+        problem.discretise_domain(n, "random", domains=[domain])
+    model = FeedForward(2, 1, inner_size=64, n_layers=2, func=torch.nn.Tanh)
+    weighting = SketchNTKWeighting()
+    solver = PhysicsInformedSingleModelSolver(
+        problem, model, weighting=weighting
+    )
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        make_trainer(solver, 205, ntk=False, log_every_n_steps=0).train()
+    assert [str(w.message) for w in record if "NTK" in str(w.message)] == []
+    assert weighting.driver.isolated_blocks == ["free"]
+    assert weighting.driver.rejections["negative"] == 0
+
+
+def test_a_suite_setting_whose_default_never_weighted_now_does():
+    # multiscale_1d (tuning half): two one-point boundary blocks beside 998
+    # interior points, whose cross terms drown them from the warm start on:
+    # before, every proposal was rejected and the run was the plain sum's
+    # to the bit
+    import weightings as suite_runs
+    from weightings_setup import FULL
+
+    settings = dict(FULL, steps=12, records=2)
+    (job,) = suite_runs.plan_jobs(
+        ["multiscale_1d"], lambda _: ["sketch_predictor"], settings, seeds=1
+    )
+    record = suite_runs.run_job(job)
+    assert record["status"] == "ok", record["failure"]
+    found = record["rejections"]
+    assert found["isolated"] == ["left", "right"]
+    assert found["negative"] == found["non_finite"] == 0
+    # the warm start's proposal, then those of the samples of steps 0, 10
+    assert found["proposals"] == 3
+    assert any(w != 1.0 for w in record["final_weights"].values())
+
+
+@pytest.mark.parametrize("statistic", ["trace", "rayleigh", "boundary"])
+def test_an_isolated_sample_is_the_blocks_own_term(float64, statistic):
+    # the sample of an isolated block against the brute-force Jacobian:
+    # g_c^T J_c J_c^T g_c for the trace (its probe drawn again from the same
+    # seed), n_c R^T K_cc R / |R|^2 exactly for the Rayleigh quotient
+    from pina_ntk.integration.diagnostics import condition_calls
+    from pina_ntk.integration.pina_adapter import trainable_parameters
+    from pina_ntk.integration.recording import replay_residual_fn
+
+    from reference import jacobian_blocks
+
+    weighting = SketchNTKWeighting(statistic=statistic)
+    solver = make_solver("poisson", weighting=weighting)
+    make_trainer(solver, steps=1, ntk=False)  # the conditions get points
+    calls = condition_calls(solver)
+    names = [n for n, _, _ in calls]
+    weighting.set_conditions(names, solver.problem)
+    params = trainable_parameters(solver)
+    residuals = replay_residual_fn(solver, calls, names)(params)
+    jacobians = jacobian_blocks(solver)
+    got = weighting.isolated_sample(
+        params, residuals, torch.Generator().manual_seed(5), (True, True)
+    )
+    probe = weighting._probe(residuals, torch.Generator().manual_seed(5), None)
+    for index, name in enumerate(names):
+        rows = torch.as_tensor(jacobians[name])
+        value = residuals[index].detach().reshape(-1)
+        if weighting.rayleigh_blocks(residuals)[index]:
+            along = rows.T @ value
+            expected = len(value) * along @ along / (value @ value)
+        else:
+            along = rows.T @ probe[index].reshape(-1)
+            expected = along @ along
+        assert float(got[index]) == pytest.approx(float(expected), rel=1e-9)
