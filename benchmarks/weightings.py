@@ -486,6 +486,8 @@ def run_all(args, argv):
         "calibration_ms_per_step": calibrated | costs,
         "runs": earlier["runs"],
     }
+    if "step_costs" in earlier:  # measured on these settings: kept
+        document["step_costs"] = earlier["step_costs"]
 
     def keep(job, record):
         if "worker_error" in record:

@@ -660,7 +660,13 @@ def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):
     ]
     assert second["weightings"] == ["none", "pina_ntk"]
     # a rerun of the plain sum: added as a third part, the earlier run
-    # marked superseded with the reason and left out of the pairing
+    # marked superseded with the reason and left out of the pairing; the
+    # step costs measured on the settings are kept
+    costs = {"part": first["parts"][0], "rounds": 1, "steps": 4}
+    costs["ratios"] = {"poisson": {"pina_ntk": [1.5]}}
+    harness.write_json(
+        tmp_path / "weightings.json", dict(second, step_costs=costs)
+    )
     code, _ = run_main(
         weightings, *flags, "--resume", "--weightings", "none",
         "--rerun", "poisson/none/0", "--rerun-reason", "shared the CPU",
@@ -677,6 +683,7 @@ def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):
         "reason": "shared the CPU",
     }
     assert "superseded" not in third["runs"][2]
+    assert third["step_costs"] == costs
     pairs = suite_protocol.paired(third["runs"], "poisson", "pina_ntk", "none")
     assert pairs == [(third["runs"][1], third["runs"][2])]
     page = (tmp_path / "weightings.md").read_text(encoding="utf-8")

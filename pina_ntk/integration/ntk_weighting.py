@@ -56,8 +56,8 @@ class NTKWeighting(KernelWeighting):
         point's residual depends on that point alone (PINA's feed-forward
         models). Where every parameter enters the residual through linear
         layers, the traces come from a few reverse passes per residual
-        column through the step's own graph, about two training steps in
-        all (:mod:`pina_ntk.core.row_gradients`). Otherwise each
+        column through the step's own graph; a step with an update costs
+        about three unweighted steps (:mod:`pina_ntk.core.row_gradients`). Otherwise each
         condition's residual is evaluated again in chunks of this many
         points, each chunk with its own small graph, and a chunk's entries
         are differentiated together in one batched backward pass. Either

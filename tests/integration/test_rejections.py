@@ -395,3 +395,31 @@ def test_an_isolated_sample_is_the_blocks_own_term(float64, statistic):
             along = rows.T @ probe[index].reshape(-1)
             expected = along @ along
         assert float(got[index]) == pytest.approx(float(expected), rel=1e-9)
+
+
+@pytest.mark.parametrize("forced", [1, 4], ids=["before", "after"])
+def test_a_resumed_run_isolates_as_the_uninterrupted_one(tmp_path, forced):
+    # the checkpoint at step 3 falls after the isolation (forced at step 1,
+    # isolated at step 2) or before it (forced at 4): the resumed run keeps
+    # the isolated blocks, the counts and the weights of the straight one
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    def run(steps, **options):
+        weighting = Forced({forced}, -1e6, block=1, alpha=0.5, seed=5)
+        solver = make_solver("poisson", weighting=weighting, seed=3)
+        history, callbacks = WeightHistory(), []
+        if options.pop("save", False):
+            callbacks.append(ModelCheckpoint(dirpath=tmp_path, save_last=True))
+            options["enable_checkpointing"] = True
+        callbacks.append(history)
+        ckpt = options.pop("ckpt_path", None)
+        make_trainer(solver, steps, callbacks, **options).train(ckpt_path=ckpt)
+        return history.weights, weighting.driver
+
+    straight, driver = run(7)
+    first, _ = run(3, save=True)
+    resumed, again = run(7, ckpt_path=str(tmp_path / "last.ckpt"))
+    isolated = [driver.names[1]]  # the forced block
+    assert driver.isolated_blocks == again.isolated_blocks == isolated
+    assert first == straight[:3] and resumed == straight[3:]
+    assert again.rejections == driver.rejections
