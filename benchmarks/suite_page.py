@@ -39,6 +39,8 @@ BAND = CANDIDATES[0]
 #: weights, the band, the published sketch.
 README_ROWS = ("none", "pina_self_adaptive", "pina_ntk", "exact")
 README_ROWS += ("sketch_band_4", protocol.PUBLISHED)
+#: Wang et al.'s exact weights, whose worst case the README states.
+EXACT = "exact"
 #: PINA's causal solver, measured on the tuning half's time-dependent
 #: settings (issue #54; no decision): its results' key and table rows.
 CAUSAL = "causal"
@@ -482,6 +484,18 @@ def readme_block(documents, page=f"docs/{PAGE}"):
     header += ["worse than none (steps)", "worse than none (time)", "diverged"]
     failed = [rule for rule, ok in checks[BAND].items() if not ok]
     failed, found = ", ".join(failed) or "none", overall[BAND]["steps"]
+    exact = ""
+    if overall.get(EXACT, {}).get("runs"):  # Wang et al.'s worst case
+        found_exact = overall[EXACT]["steps"]
+        worst = found_exact["worst"]
+        exact = (
+            f" Wang et al.'s {name(EXACT, both)} over both halves: worst on "
+            f"{worst} ({ratio(found_exact['per_problem'][worst])} × none at "
+            f"equal steps), worse than none on "
+            f"{len(found_exact['worse_than_none'])} of "
+            f"{len(both['problems'])} problems, diverged on "
+            f"{overall[EXACT]['diverged']} of {overall[EXACT]['runs']} runs."
+        )
     return "\n".join([
         f"![each weighting's error ratio per problem](docs/{FIGURE})",
         "",
@@ -496,8 +510,8 @@ def readme_block(documents, page=f"docs/{PAGE}"):
         f"{interval(found['to_published'], found['to_published_interval'], 3)}"
         f" at equal steps ({harness.LEVEL:.0%} interval); of the rule's "
         f"conditions it fails {failed}, so the default is "
-        f"{name(default, both)}. Set-up, rule and every problem the default "
-        f"still loses: [{page}]({page}).",
+        f"{name(default, both)}.{exact} Set-up, rule and every problem the "
+        f"default still loses: [{page}]({page}).",
     ]) + "\n"  # fmt: skip
 
 

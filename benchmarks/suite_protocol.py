@@ -191,6 +191,19 @@ def problem_ratios(pairs, basis, costs=None):
     return ratios
 
 
+def check_equal_steps(runs):
+    """Refuse runs of different step counts: their errors are not at equal
+    steps. :raises ValueError: naming each step count and its runs."""
+    counts = {}
+    for run in current(runs):
+        counts.setdefault(run["steps"], set()).add(run["weighting"])
+    if len(counts) > 1:
+        found = "; ".join(f"{s} steps: {', '.join(sorted(w))}"
+                          for s, w in sorted(counts.items()))  # fmt: skip
+        raise ValueError(f"runs of different step counts ({found}): run "
+                         "them again with one --steps")  # fmt: skip
+
+
 def summarise(runs, weightings, problems, costs=None):
     """Per weighting: the failed runs (``diverged``) and, per basis, the
     geometric mean over problems of the ratio to ``none`` (``to_none``) and
@@ -200,6 +213,7 @@ def summarise(runs, weightings, problems, costs=None):
 
     :param dict costs: ``{problem: {weighting: cost}}``, :func:`step_costs`.
     """
+    check_equal_steps(runs)
     summary, costs = {}, costs or {}
     for weighting in weightings:
         entry = {"diverged": 0, "runs": 0}

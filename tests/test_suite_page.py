@@ -6,6 +6,8 @@ import math
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
@@ -269,3 +271,33 @@ def test_the_causal_section_compares_the_solvers_paired_by_seed():
     assert row[3].startswith("0.25") and row[4].startswith("0.5")
     assert row[7].startswith("0.5") and row[8].startswith("1")
     assert "error ratio to the causal solver, no weighting at" in section
+
+
+def test_the_readme_block_states_the_exact_weights_worst_case():
+    # exact: on p1 worse than none on both seeds (1.5), on p2 better
+    found = documents()
+    for half, problems in (
+        ("confirmation", ("p1", "p2")),
+        ("confirmation-2", ("p3",)),
+    ):
+        errors = {"none": {p: (1.0, 1.0) for p in problems}}
+        errors["exact"] = {p: (1.5, 1.5) if p == "p1" else (0.5, 0.5)
+                           for p in problems}  # fmt: skip
+        extra = document(errors)["runs"]
+        found[half]["runs"] += [r for r in extra if r["weighting"] == "exact"]
+        found[half]["weightings"].append("exact")
+    block = suite_page.readme_block(found)
+    assert "over both halves: worst on p1 (1.5 × none at equal steps)" in block
+    assert (
+        "worse than none on 1 of 3 problems, diverged on 0 of 6 runs" in block
+    )
+
+
+def test_runs_of_different_step_counts_are_refused():
+    found = document()
+    found["runs"][0] = dict(found["runs"][0], steps=16)
+    with pytest.raises(ValueError, match="8 steps: .*; 16 steps: none"):
+        suite_page.summary_of(found, ["sketch_predictor"])
+    # a superseded run of another length is left out, not refused
+    found["runs"][0]["superseded"] = {"part": 1, "reason": "longer"}
+    suite_page.summary_of(found, ["sketch_predictor"])
