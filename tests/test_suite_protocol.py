@@ -270,11 +270,11 @@ def test_equal_time_cuts_a_run_at_the_steps_its_cost_allows():
 
 
 def test_a_diverged_run_is_counted_and_left_out_of_the_ratio():
-    runs = hand_runs()
-    runs += [run("q", "a", 2, [1.0], status="failed")]
-    runs += [run("q", "none", 2, [1.0] * 5)]
-    runs += [run("r", "none", 0, [1.0] * 5)]
-    runs += [run("r", "a", 0, [1.0], status="failed")]
+    runs = hand_runs()  # planned for 5 steps, as every run of a half
+    runs += [run("q", "a", 2, [1.0], status="failed", steps=5)]
+    runs += [run("q", "none", 2, [1.0] * 5, steps=5)]
+    runs += [run("r", "none", 0, [1.0] * 5, steps=5)]
+    runs += [run("r", "a", 0, [1.0], status="failed", steps=5)]
     summary = protocol.summarise(runs, ["a"], ["p", "q", "r"])
     steps = summary["a"]["steps"]
     assert summary["a"]["diverged"] == 2 and summary["a"]["runs"] == 6
@@ -286,7 +286,7 @@ def test_a_diverged_run_is_counted_and_left_out_of_the_ratio():
     assert steps["worse_than_none"] == ["r"]
     # a pair whose reference diverged is left out
     runs = hand_runs() + [run("q", "a", 5, [9.0] * 6)]
-    runs += [run("q", "none", 5, [1.0], status="failed")]
+    runs += [run("q", "none", 5, [1.0], status="failed", steps=5)]
     summary = protocol.summarise(runs, ["a"], ["p", "q"])
     assert summary["a"]["steps"]["per_problem"]["q"] == pytest.approx(
         math.sqrt(0.75)
