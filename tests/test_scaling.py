@@ -152,60 +152,63 @@ def test_few_rounds_are_not_resolved():
     assert harness.judged([2.0, 2.1, 2.2], 1.3) == "**miss**"
 
 
-def _entry(n, exact_rounds, seconds, memory=()):
+def _entry(size, exact_rounds, seconds, memory=(), excess=(), step=1e-3):
     rows = {
+        "unweighted": {"seconds": step},
         "exact_every_step": {"rounds": exact_rounds, "round_seconds": seconds},
-        "exact_every_100": {"rounds": [1.1, 1.2, 1.15]},
+        "exact_every_100": {"rounds": [1.01, 1.02, 1.03]},
     }
     summary = {"rows": rows, "memory_ratios": {"exact_every_100": memory}}
-    return {"size": [n, 100], "summary": summary}
+    summary["excess_rounds"] = list(excess)
+    return {"size": list(size), "summary": summary}
+
+
+@pytest.mark.parametrize(
+    "step,margin", [(4e-3, 0.05), (10e-3, 0.02), (0.1, 0.02), (1e-3, 0.2)]
+)
+def test_floor_margin_is_a_share_of_a_step_or_its_absolute_time(step, margin):
+    # 0.2 ms of a 4 ms step is 0.05 of it, more than 0.02; of a 10 ms step
+    # exactly 0.02; of a 100 ms step 0.002, so 0.02 allows more
+    summary = {"rows": {"unweighted": {"seconds": step}}}
+    assert scaling.floor_margin(summary) == pytest.approx(margin)
 
 
 def test_exact_targets_by_hand():
     document = {
-        "settings": {"points": [1000, 10000], "widths": [], "width": 100},
         "sizes": [
-            _entry(1000, [20.0, 22.0, 21.0], [0.2, 0.22, 0.21]),
-            # per entry: 2.4 / 10,000 over 0.2 / 1,000 = 1.2 in round one
-            _entry(10000, [31.0, 50.0, 33.0], [2.4, 2.6, 2.5], [1.1] * 3),
+            # a 4 ms step: the floor allows 0.05; excess 0.03-0.04 passes
+            _entry((1000, 100), [3.0, 4.5, 3.2], [0.2, 0.22, 0.21],
+                   excess=[0.03, 0.04, 0.035], step=4e-3),
+            # per entry: 2.4 / 10,000 over 0.2 / 1,000 = 1.2 in round one;
+            # a 100 ms step allows 0.02: excess 0.03-0.04 misses
+            _entry((10000, 100), [3.5, 3.9, 3.8], [2.4, 2.6, 2.5],
+                   [1.1] * 3, excess=[0.03, 0.04, 0.035], step=0.1),
+            _entry((1000, 50), [4.2, 4.8, 4.9], [0.1] * 3,
+                   excess=[-0.01, 0.0, 0.01], step=4e-3),
         ],
-    }
-    document["settings"]["n"] = 1000
-    found = {t: (v, most, least) for t, v, most, least in
+    }  # fmt: skip
+    found = {t: (sizes, least) for t, sizes, least in
              scaling.exact_targets(document)}  # fmt: skip
-    assert len(found) == 6  # two exact updates, two sizes, flat, memory
-    flat = next(v for t, v in found.items() if "per entry" in t)
-    assert flat[0] == pytest.approx([1.2, 2.6 / 2.2, 2.5 / 2.1])
-    assert (flat[1], flat[2]) == (1.5, pytest.approx(1 / 1.5))
-    verdicts = {t: row[-1] for t, row in
-                zip(found, scaling.target_rows(document))}  # fmt: skip
-    assert verdicts["one exact update ÷ unweighted step, n = 1,000: ≤ 30"] == (
-        "pass"
-    )
-    # 31, 33 and 50 against 40: the interval straddles it
-    assert verdicts["one exact update ÷ unweighted step, n = 10,000: ≤ 40"] == (
-        "not resolved"
-    )
-
-
-def test_crossing_interpolates_in_log_log():
-    rows = [{"ratio": 1.5}, {"ratio": 3.0}, {"ratio": 6.0}]
-    entries = [{"summary": {"rows": {"exact_every_100": r}}} for r in rows]
-    below, above, at = scaling.crossing([100, 1000, 10000], entries)
-    assert (below, above) == (100, 1000)
-    # log-linear: 2 = 1.5 * 2^s with s the share of the decade
-    share = math.log(2 / 1.5) / math.log(2)
-    assert at == pytest.approx(100 * 10**share, rel=1e-12)
-    never = [{"summary": {"rows": {"exact_every_100": {"ratio": 1.5}}}}] * 2
-    assert scaling.crossing([100, 1000], never) is None
-
-
-def test_skipped_rows_are_left_out_of_the_crossing():
-    entries = [
-        {"summary": {"rows": {"exact_every_100": {"ratio": 1.5}}}},
-        {"summary": {"rows": {}}},  # skipped: above the cap
-    ]
-    assert scaling.crossing([100, 1000], entries) is None
+    assert len(found) == 5  # update alone, every 100, floor, flat, memory
+    alone = found["one exact update alone ÷ unweighted step: ≤ 4"][0]
+    # the update alone: the exact step's ratio less the step itself
+    assert alone[0] == ((1000, 100), pytest.approx([2.0, 3.5, 2.2]), 4.0)
+    flat = next(s for t, (s, _) in found.items() if "per entry" in t)[0]
+    assert flat[1] == pytest.approx([1.2, 2.6 / 2.2, 2.5 / 2.1])
+    floor = next(s for t, (s, _) in found.items() if "floor" in t)
+    assert [most for _, _, most in floor] == pytest.approx([0.05, 0.02, 0.05])
+    rows = {row[0]: row[1:] for row in scaling.target_rows(document)}
+    alone = rows["one exact update alone ÷ unweighted step: ≤ 4"]
+    # 2.0-3.5, 2.5-2.9 and 3.2-3.9: every size passes; the worst is the
+    # interval's highest end against its limit
+    assert (alone[0], alone[1], alone[-1]) == ("3 of 3", "1,000, 50", "pass")
+    assert rows["exact every 100 steps, per step ÷ unweighted step: ≤ 1.1"][
+        -1
+    ] == ("pass")
+    excess = next(row for t, row in rows.items() if "floor" in t)
+    # one size misses: the target misses, and that size is named
+    assert excess[0] == "2 of 3" and excess[1] == "10,000, 100"
+    assert excess[-1] == "**miss**"
 
 
 @pytest.mark.parametrize("width", [10, 100, 1000])
