@@ -1,11 +1,12 @@
-"""The mutation score of ``pina_ntk/core/`` under ``tests/core`` alone.
+"""The mutation score of ``pina_ntk``'s core and integration layers: runs
+``mutmut`` on a layer (or ``--module``) in ``build/mutation/<layer>``, a copy
+of the project with :data:`LAYERS`' ``[tool.mutmut]``; merges the statuses
+into ``docs/mutation-testing.json``; writes each module's score, ``(killed +
+timed out) / (mutants - equivalent)`` (``docs/mutation-equivalents.md``
+lists the equivalents), to ``docs/mutation-testing.md``::
 
-Runs ``mutmut`` (see ``pyproject.toml``) and writes every mutant's status to
-``docs/mutation-testing.json`` and the score, ``(killed + timed out) /
-(mutants - equivalent)`` with the equivalents people list in
-``docs/mutation-equivalents.md``, to ``docs/mutation-testing.md``::
-
-    python benchmarks/mutation_score.py              # about 6 min, 2 cores
+    python benchmarks/mutation_score.py --layer core   # about 6 min, 2 cores
+    python benchmarks/mutation_score.py --layer integration --module callback
     python benchmarks/mutation_score.py --from-json docs/mutation-testing.json
 """
 
@@ -13,11 +14,14 @@ import argparse
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import harness
+from harness import ROOT
 
 SCRIPT = "mutation_score.py"
 RESULTS = os.path.join(harness.ROOT, "docs", "mutation-testing.json")
@@ -26,16 +30,39 @@ EQUIVALENTS = os.path.join(harness.ROOT, "docs", "mutation-equivalents.md")
 #: Detected: a test failed, or the tests ran past mutmut's time limit.
 DETECTED = ("killed", "timeout")
 #: The counts of :func:`summary`, in the page's column order.
-COUNTS = ("mutants", "detected", "equivalent", "survived", "untested")
-#: The target: killed among the non-equivalent mutants.
-TARGET = 0.90
+COUNTS = ("mutants", "detected", "timeout", "equivalent", "survived",
+          "untested")  # fmt: skip
+#: Per layer: the modules mutated, the tests run against them (for each
+#: mutant mutmut runs those that call its function), the target share of
+#: the non-equivalent mutants killed.
+LAYERS = {
+    "core": (["pina_ntk/core/*"], ["tests/core"], 0.95),
+    "integration": (["pina_ntk/integration/*"], ["tests/integration"], 0.90),
+}
 
 
-def mutant_statuses():
-    """:return: ``{mutant: status}`` of the last ``mutmut run``."""
+def scratch_project(layer):
+    """:return: ``build/mutation/<layer>``: the package, tests, docs, the
+    benchmarks (tests import them) and ``pyproject.toml`` (the layer's
+    ``[tool.mutmut]``) copied afresh, the ``mutants/`` of earlier runs kept."""
+    scratch, mutate = f"{ROOT}/build/mutation/{layer}", LAYERS[layer][0]
+    tests = LAYERS[layer][1]
+    for name in ("pina_ntk", "tests", "docs", "benchmarks"):
+        shutil.rmtree(f"{scratch}/{name}", ignore_errors=True)
+        shutil.copytree(f"{ROOT}/{name}", f"{scratch}/{name}")
+    text = Path(ROOT, "pyproject.toml").read_text().split("[tool.mutmut]")[0]
+    Path(scratch, "pyproject.toml").write_text(
+        f"{text}[tool.mutmut]\nsource_paths = ['pina_ntk/']\nalso_copy = "
+        f"['docs/', 'benchmarks/']\nonly_mutate = {mutate}\n"
+        f"pytest_add_cli_args_test_selection = {tests}\n")  # fmt: skip
+    return scratch
+
+
+def mutant_statuses(folder):
+    """:return: ``{mutant: status}`` of the last ``mutmut run`` there."""
     command = ["mutmut", "results", "--all", "true"]
     listing = subprocess.check_output(
-        command, cwd=harness.ROOT, stderr=subprocess.PIPE, text=True
+        command, cwd=folder, stderr=subprocess.PIPE, text=True
     )
     lines = (line.strip().rpartition(": ") for line in listing.splitlines())
     return {name: status for name, _, status in lines if name}
@@ -48,8 +75,9 @@ def equivalent_mutants(path=EQUIVALENTS):
 
 
 def summary(statuses, equivalent):
-    """:return: ``modules``: per module and ``all``, the :data:`COUNTS`
-    (``equivalent``: undetected but listed in ``equivalent``; ``untested``,
+    """:return: ``modules``: per module and per layer (``pina_ntk.core``...),
+    the :data:`COUNTS` (``detected`` with ``timeout`` among them;
+    ``equivalent``: undetected but listed in ``equivalent``; ``untested``,
     ``survived``: the other undetected) and ``score``; ``open``: the other
     undetected mutants; ``stale``: listed ones detected or gone."""
     listed, open_mutants = set(equivalent), []
@@ -57,6 +85,7 @@ def summary(statuses, equivalent):
     for name, status in sorted(statuses.items()):
         counts = rows[name.rsplit(".", 1)[0]]
         counts["mutants"] += 1
+        counts["timeout"] += status == "timeout"
         if status in DETECTED:
             counts["detected"] += 1
         elif name in listed:
@@ -64,7 +93,9 @@ def summary(statuses, equivalent):
         else:
             counts["untested" if status == "no tests" else "survived"] += 1
             open_mutants.append(f"{name}: {status}")
-    rows["all"] = sum(rows.values(), collections.Counter())
+    for layer in LAYERS:
+        found = [c for m, c in rows.items() if m.split(".")[1] == layer]
+        rows[f"pina_ntk.{layer}"] = sum(found, collections.Counter())
     table = {}
     for module, counts in rows.items():
         counted = counts["mutants"] - counts["equivalent"]
@@ -76,26 +107,29 @@ def summary(statuses, equivalent):
 
 
 def render(document):
-    """:return: The page's generated block, from the results alone."""
+    """:return: The page's generated block, from the results alone: each
+    module's counts, score and target, and the part (run) that made them."""
     result = summary(document["statuses"], document["equivalent"])
-    modules, rows = result["modules"], []
-    score = modules["all"]["score"]
-    for m in sorted(m for m in modules if m != "all") + ["all"]:
-        name = f"`{m}`" if m != "all" else "**all**"
-        counts = [modules[m][key] for key in COUNTS]
-        rows.append([name, *counts, f"{100 * modules[m]['score']:.1f} %"])
-    header = ["module", "mutants", "killed", *COUNTS[2:], "score"]
-    lines = harness.parts_lines(document, lambda i, p: p["date"])
-    lines += harness.markdown_table(header, rows)
-    lines += [
-        "",
-        f"Score: {100 * score:.1f} % of the non-equivalent mutants killed "
-        "by `tests/core` alone; it "
-        f"{'meets' if score >= TARGET else 'misses'} the target of "
-        f"{100 * TARGET:.0f} %. Killed counts timeouts (a mutant that makes "
-        "the tests hang); untested: no core test reaches the mutated line.",
-        "",
-    ]
+    modules, rows, parts = result["modules"], [], document["parts"]
+    for m in sorted(m for m in modules if modules[m]["mutants"]):
+        layer, target = m.split(".")[1], LAYERS[m.split(".")[1]][2]
+        score, whole = modules[m]["score"], m == f"pina_ntk.{layer}"
+        runs = [
+            str(i + 1)
+            for i, p in enumerate(parts)
+            if m.startswith(p["scope"]) or p["scope"].startswith(m)
+        ]
+        rows.append([f"**{layer}**" if whole else f"`{m}`",
+                     *(modules[m][key] for key in COUNTS),
+                     f"{100 * score:.1f} %", f"{100 * target:.0f} %: " + (
+                         "meets" if score >= target else "**misses**"),
+                     ", ".join(runs)])  # fmt: skip
+    header = ["module", "mutants", "killed", *COUNTS[2:], "score", "target",
+              "part"]  # fmt: skip
+    lines = harness.parts_lines(document, lambda i, p: f"`{p['scope']}`")
+    lines += harness.markdown_table(header, rows) + ["", "Killed counts "
+        "timeouts (a mutant that makes the tests hang); untested: no test of "
+        "the layer reaches the mutated function.", ""]  # fmt: skip
     for title, names in (
         ("Mutants not killed and not listed as equivalent:", result["open"]),
         ("Listed as equivalent, but killed or gone:", result["stale"]),
@@ -106,22 +140,39 @@ def render(document):
 
 
 def main(argv=None):
-    """Run mutmut, write the results file and the page."""
+    """Run mutmut on a layer (or one module), merge its statuses into the
+    results file, write the page."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add = parser.add_argument
+    add("--layer", choices=LAYERS, default="core", help="default core")
+    add("--module", help="one module of the layer (default: all)")
     add("--workers", type=int, default=2, help="mutmut's --max-children")
     add("--from-json", metavar="JSON", help="render the page from this file")
     args = parser.parse_args(argv)
     if args.from_json:
         document = harness.read_json(args.from_json)
     else:
-        started = time.perf_counter()
+        started, scope = time.perf_counter(), f"pina_ntk.{args.layer}"
+        scope += f".{args.module}" if args.module else ""
         shown = sys.argv[1:] if argv is None else argv
         part = harness.provenance(SCRIPT, shown, workers=args.workers)
+        scratch = scratch_project(args.layer)
         command = ["mutmut", "run", "--max-children", str(args.workers)]
-        subprocess.run(command, cwd=harness.ROOT, check=True)
-        part = harness.finish(part, started)
-        document = dict(script=SCRIPT, parts=[part], statuses=mutant_statuses())
+        command += [f"{scope}.*"] if args.module else []
+        subprocess.run(command, cwd=scratch, check=True)
+        part = dict(harness.finish(part, started), scope=scope)
+        found = {k: v for k, v in mutant_statuses(scratch).items()
+                 if k.startswith(scope + ".")}  # fmt: skip
+        document, ours = harness.read_json(RESULTS), scope + "."
+        parts = [
+            p
+            for p in document["parts"]
+            if not (p["scope"] + ".").startswith(ours)
+        ]
+        statuses = {**document["statuses"], **found}
+        statuses = {k: v for k, v in statuses.items()
+                    if not k.startswith(ours) or k in found}  # fmt: skip
+        document.update(parts=parts + [part], statuses=statuses)
         document["equivalent"] = equivalent_mutants()
         harness.write_json(RESULTS, document)
     harness.write_page(PAGE, SCRIPT, render(document), "Mutation testing")

@@ -137,11 +137,9 @@ def ran(document):
 def complete(document):
     """The weightings with runs paired with ``none`` on every problem."""
     runs, problems = document["runs"], document["problems"]
-    return [
-        w
-        for w in ran(document)
-        if all(protocol.paired(runs, p, w, NONE) for p in problems)
-    ]
+    paired = protocol.paired
+    return [w for w in ran(document)
+            if all(paired(runs, p, w, NONE) for p in problems)]  # fmt: skip
 
 
 def per_problem_table(document, basis, against):
@@ -200,18 +198,15 @@ def losses(summary, default, document, basis):
     per = {w: e[basis]["per_problem"] for w, e in summary.items()}
     lines = []
     for problem, value in per[default].items():
-        ahead = [
-            f"{name(w, document)} ({ratio(v[problem], 3)})"
-            for w, v in per.items()
-            if w not in (default, NONE) and v.get(problem, math.inf) < value
-        ]
+        ahead = [f"{name(w, document)} ({ratio(v[problem], 3)})"
+                 for w, v in per.items() if w not in (default, NONE)
+                 and v.get(problem, math.inf) < value]  # fmt: skip
         if value > 1:
             ahead.insert(0, "no weighting (1)")
         if ahead:
-            lines.append(
-                f"- {problem}: the default's ratio to none is "
-                f"{ratio(value, 3)}; lower: {', '.join(ahead)}."
-            )
+            ahead = ", ".join(ahead)
+            lines.append(f"- {problem}: the default's ratio to none is "
+                         f"{ratio(value, 3)}; lower: {ahead}.")  # fmt: skip
     return lines or ["- none: the default has the lowest ratio on each."]
 
 
@@ -225,16 +220,11 @@ def half_section(half, document):
     failed = sum(r["status"] != "ok" for r in live)
     superseded, settings = len(runs) - len(live), document["settings"]
     latest = {key(r): r["history"]["errors"] for r in live}
-    same = sum(
-        r["history"]["errors"] == latest.get(key(r))
-        for r in runs
-        if "superseded" in r
-    )
-    reruns = [
-        f"The errors the {superseded} superseded runs recorded are those "
-        f"of their reruns to the bit on {same} of them.",
-        "",
-    ]
+    same = sum(r["history"]["errors"] == latest.get(key(r))
+               for r in runs if "superseded" in r)  # fmt: skip
+    reruns = [f"The errors the {superseded} superseded runs recorded are "
+              f"those of their reruns to the bit on {same} of them.",
+              ""]  # fmt: skip
     lines = [
         f"## The {half} half",
         "",
@@ -327,9 +317,8 @@ def census_section(documents):
         for run in protocol.current(census["runs"]):
             found, earlier = run["rejections"], own.get(key(run))
             bad = sum(found[k] for k in ESTIMATE_REJECTIONS)
-            same = earlier and (
-                earlier["history"]["errors"] == run["history"]["errors"]
-            )
+            same = earlier and earlier["history"]["errors"] == run[
+                "history"]["errors"]  # fmt: skip
             rows.append([half, run["problem"], found["proposals"], bad,
                          found["safeguard"], ", ".join(found["isolated"]) or "—",
                          f"{protocol.run_error(run):.3g}",

@@ -52,11 +52,9 @@ def analyse(runs, problem, weightings):
         own.sort(key=lambda r: r["seed"])
         ok = [r for r in own if r["status"] == "ok"]
         ms = [r["ms_per_step"] for r in (ok or own) if r["ms_per_step"]]
-        rows[weighting] = dict(
-            runs=own,
-            final=[r["final_error"] if r in ok else math.nan for r in own],
-            ms_per_step=statistics.median(ms) if ms else None,
-        )
+        final = [r["final_error"] if r in ok else math.nan for r in own]
+        ms = statistics.median(ms) if ms else None
+        rows[weighting] = dict(runs=own, final=final, ms_per_step=ms)
     base = rows.get("none", {}).get("ms_per_step")
     for row in rows.values():
         ms = row["ms_per_step"]
@@ -112,11 +110,8 @@ def options_text(runs, weighting):
     for run in runs:
         options = run.get("weighting_options")
         if run["weighting"] == weighting and options:
-            shown = [
-                f"`{k}={v if str(v).startswith('<') else repr(v)}`"
-                for k, v in options.items()
-                if k != "class"
-            ]
+            shown = [f"`{k}={v if str(v).startswith('<') else repr(v)}`"
+                     for k, v in options.items() if k != "class"]  # fmt: skip
             return ", ".join(shown) or "—"
     return "—"
 
@@ -211,11 +206,9 @@ def make_condition_figure(problem, analysis, every, path):
 
 def has_condition_history(analysis):
     """Whether the runs recorded their condition losses and weights."""
-    return any(
-        run["history"].get("conditions", {}).get("steps")
-        for row in analysis["rows"].values()
-        for run in row["runs"]
-    )
+    rows = analysis["rows"].values()
+    return any(run["history"].get("conditions", {}).get("steps")
+               for row in rows for run in row["runs"])  # fmt: skip
 
 
 def rejection_cell(runs):
@@ -297,12 +290,9 @@ def problem_section(document, problem):
 def superseded_lines(runs):
     """The runs superseded by a rerun, each with the reason (they stay in
     the results file and out of the tables)."""
-    found = [
-        f"- {r['problem']}, {r['weighting']}, seed {r['seed']} (part "
-        f"{r['part'] + 1}): {r['superseded']['reason']}"
-        for r in runs
-        if "superseded" in r
-    ]
+    found = [f"- {r['problem']}, {r['weighting']}, seed {r['seed']} (part "
+             f"{r['part'] + 1}): {r['superseded']['reason']}"
+             for r in runs if "superseded" in r]  # fmt: skip
     head = ["Superseded by a rerun, left out of the tables:", ""]
     return [*head, *found, ""] if found else []
 
@@ -317,10 +307,9 @@ def render(document):
 
     failed = sum(r["status"] != "ok" for r in runs)
     steps = ", ".join(map(str, sorted({r["steps"] for r in runs})))
-    recorded = [
-        [label(w, settings["update_every"]), options_text(runs, w)]
-        for w in document["weightings"]
-    ]
+    every = settings["update_every"]
+    recorded = [[label(w, every), options_text(runs, w)]
+                for w in document["weightings"]]  # fmt: skip
     lines = harness.parts_lines(document, problems_of) + [
         f"Runs: {len(runs)} of {document['planned_runs']} planned ({failed} "
         "failed). Network and optimiser unless a problem says otherwise: "

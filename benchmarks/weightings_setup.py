@@ -58,54 +58,32 @@ EXACT, SKETCH = "`NTKWeighting(update_every_n_steps=", "`SketchNTKWeighting("
 WEIGHTINGS = {
     "none": ("none (plain sum)", "none", {}),
     "pina_ntk": ("PINA `NeuralTangentKernelWeighting()`", "pina_ntk", {}),
-    "pina_self_adaptive": (
-        "PINA `SelfAdaptiveWeighting(update_every_n_epochs={every})`",
-        "pina_self_adaptive", {"update_every_n_epochs": "every"},
-    ),
+    "pina_self_adaptive": ("PINA `SelfAdaptiveWeighting(update_every_n_epochs"
+        "={every})`", "pina_self_adaptive", {"update_every_n_epochs": "every"}),
     "exact": (EXACT + "{every})`", "exact", {"update_every_n_steps": "every"}),
-    "sketch_parameter": (
-        SKETCH + 'estimator="parameter", gradient_band=None)`', "sketch",
-        {"estimator": "parameter", "gradient_band": None},
-    ),
-    "sketch_predictor": (
-        SKETCH + "gradient_band=None)`, the default", "sketch",
-        {"gradient_band": None},
-    ),
+    "sketch_parameter": (SKETCH + 'estimator="parameter", gradient_band=None)`',
+        "sketch", {"estimator": "parameter", "gradient_band": None}),
+    "sketch_predictor": (SKETCH + "gradient_band=None)`, the default",
+        "sketch", {"gradient_band": None}),
     # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),
     # the sketch with a gradient-norm factor in a band around its weights
-    **{
-        f"sketch_band_{band}": (
-            SKETCH + f"gradient_band={band})`", "sketch",
-            {"gradient_band": float(band)},
-        )
-        for band in (2, 4)
-    },
-    "exact_rayleigh": (
-        EXACT + '{every}, statistic="rayleigh")`', "exact",
-        {"update_every_n_steps": "every", "statistic": "rayleigh"},
-    ),
-    "exact_rayleigh_smoothed": (
-        EXACT + '{every}, statistic="rayleigh", alpha=0.001)`', "exact",
-        {"update_every_n_steps": "every", "statistic": "rayleigh",
-         "alpha": 1e-3},
-    ),
+    **{f"sketch_band_{band}": (SKETCH + f"gradient_band={band})`", "sketch",
+        {"gradient_band": float(band)}) for band in (2, 4)},
+    "exact_rayleigh": (EXACT + '{every}, statistic="rayleigh")`', "exact",
+        {"update_every_n_steps": "every", "statistic": "rayleigh"}),
+    "exact_rayleigh_smoothed": (EXACT + '{every}, statistic="rayleigh", '
+        'alpha=0.001)`', "exact", {"update_every_n_steps": "every",
+        "statistic": "rayleigh", "alpha": 1e-3}),
     # the sketch with each statistic other than the trace
-    **{
-        f"sketch_{statistic}": (
-            SKETCH + f'statistic="{statistic}", gradient_band=None)`',
-            "sketch", {"statistic": statistic, "gradient_band": None},
-        )
-        for statistic in ("rayleigh", "boundary", "interior")
-    },
-    "exact_500": (
-        EXACT + "{slow})`", "exact",
-        {"update_every_n_steps": "slow", "alpha": 1.0},
-    ),
-    "exact_500_smoothed": (
-        EXACT + f"{{slow}}, alpha={SMOOTHING_ALPHA:g})`", "exact",
-        {"update_every_n_steps": "slow", "alpha": SMOOTHING_ALPHA},
-    ),
+    **{f"sketch_{statistic}": (SKETCH + f'statistic="{statistic}", '
+        'gradient_band=None)`', "sketch", {"statistic": statistic,
+        "gradient_band": None}) for statistic in ("rayleigh", "boundary",
+                                                  "interior")},
+    "exact_500": (EXACT + "{slow})`", "exact",
+        {"update_every_n_steps": "slow", "alpha": 1.0}),
+    "exact_500_smoothed": (EXACT + f"{{slow}}, alpha={SMOOTHING_ALPHA:g})`",
+        "exact", {"update_every_n_steps": "slow", "alpha": SMOOTHING_ALPHA}),
 }
 # fmt: on
 #: PINA's causal solver with a weighting of :data:`WEIGHTINGS` (its name's

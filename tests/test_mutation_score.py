@@ -19,6 +19,8 @@ STATUSES = {
     "pina_ntk.core.b.xǁCǁm__mutmut_1": "no tests",
     "pina_ntk.core.b.xǁCǁm__mutmut_2": "killed",
     "pina_ntk.core.b.xǁCǁm__mutmut_3": "no tests",  # listed as equivalent
+    "pina_ntk.integration.c.x_g__mutmut_1": "killed",
+    "pina_ntk.integration.c.x_g__mutmut_2": "killed",
 }
 EQUIVALENT = [
     "pina_ntk.core.a.x_f__mutmut_3",
@@ -37,18 +39,17 @@ def test_summary_counts_by_hand():
     # killed: 1 of 2
     a, b = modules["pina_ntk.core.a"], modules["pina_ntk.core.b"]
     assert (a["mutants"], a["detected"], a["equivalent"]) == (4, 2, 1)
-    assert (a["survived"], a["untested"]) == (1, 0)
+    assert (a["timeout"], a["survived"], a["untested"]) == (1, 1, 0)
     assert a["score"] == pytest.approx(2 / 3)
     assert (b["mutants"], b["detected"], b["equivalent"]) == (3, 1, 1)
-    assert (b["survived"], b["untested"]) == (0, 1)
+    assert (b["timeout"], b["survived"], b["untested"]) == (0, 0, 1)
     assert b["score"] == pytest.approx(1 / 2)
-    total = modules["all"]
-    assert (total["mutants"], total["detected"], total["equivalent"]) == (
-        7,
-        3,
-        2,
-    )
-    assert total["score"] == pytest.approx(3 / 5)
+    # each layer on its own: the core's a and b, the integration's c
+    core = modules["pina_ntk.core"]
+    assert (core["mutants"], core["detected"], core["equivalent"]) == (7, 3, 2)
+    assert core["score"] == pytest.approx(3 / 5)
+    integration = modules["pina_ntk.integration"]
+    assert (integration["mutants"], integration["score"]) == (2, 1.0)
     assert result["open"] == [
         "pina_ntk.core.a.x_f__mutmut_4: survived",
         "pina_ntk.core.b.xǁCǁm__mutmut_1: no tests",
@@ -59,30 +60,87 @@ def test_summary_counts_by_hand():
     ]
 
 
-def test_render_states_the_score_and_the_open_mutants():
+def part(scope, date="2026-01-01 00:00 UTC"):
+    return {"command": "python benchmarks/mutation_score.py", "date": date,
+            "scope": scope}  # fmt: skip
+
+
+def test_render_judges_each_module_by_its_layers_target():
     document = {
         "script": "mutation_score.py",
-        "parts": [
-            {
-                "command": "python benchmarks/mutation_score.py",
-                "date": "2026-01-01 00:00 UTC",
-            }
-        ],
+        "parts": [part("pina_ntk.core"), part("pina_ntk.integration.c")],
         "statuses": STATUSES,
         "equivalent": EQUIVALENT,
     }
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")[1:]
+        for line in mutation_score.render(document).splitlines()
+        if line.startswith("| ")
+    }
+    # mutants, killed, timeout, equivalent, survived, untested, score,
+    # target, the part that ran it
+    assert rows["**core**"] == [
+        "7", "3", "1", "2", "1", "1", "60.0 %", "95 %: **misses**", "1 |"
+    ]  # fmt: skip
+    assert rows["`pina_ntk.integration.c`"][-3:] == [
+        "100.0 %", "90 %: meets", "2 |"
+    ]  # fmt: skip
+    # the core's a at 66.7 % misses 95 %; integration's c at 100 % meets 90 %
+    assert rows["`pina_ntk.core.a`"][-2] == "95 %: **misses**"
+    assert rows["**integration**"][-1] == "2 |"
     block = mutation_score.render(document)
-    assert "| **all** | 7 | 3 | 2 | 1 | 1 | 60.0 % |" in block
-    assert "it misses the target of 90 %" in block
     assert "- `pina_ntk.core.a.x_f__mutmut_4: survived`" in block
-    # a module at 100 %: every counted mutant killed
-    done = dict(document, statuses={"pina_ntk.core.a.x_f__mutmut_1": "killed"})
-    assert "it meets the target" in mutation_score.render(done)
 
 
-def test_equivalents_page_names_only_mutants_of_the_core(tmp_path):
+def test_a_module_run_replaces_only_that_modules_statuses_and_part(
+    tmp_path, monkeypatch
+):
+    results = tmp_path / "results.json"
+    old = {
+        "script": "mutation_score.py",
+        "parts": [part("pina_ntk.core"), part("pina_ntk.integration.c")],
+        "statuses": dict(STATUSES),
+        "equivalent": [],
+    }
+    mutation_score.harness.write_json(str(results), old)
+    found = {
+        "pina_ntk.integration.c.x_g__mutmut_1": "survived",  # made again
+        "pina_ntk.integration.d.x_h__mutmut_1": "killed",  # another module
+    }
+    calls = []
+    monkeypatch.setattr(mutation_score, "RESULTS", str(results))
+    monkeypatch.setattr(mutation_score, "PAGE", str(tmp_path / "page.md"))
+    monkeypatch.setattr(mutation_score, "scratch_project", lambda l: "S/" + l)
+    monkeypatch.setattr(mutation_score, "mutant_statuses", lambda f: found)
+    monkeypatch.setattr(
+        mutation_score.subprocess, "run", lambda c, **k: calls.append((c, k))
+    )
+    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
+    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
+    argv = ["--layer", "integration", "--module", "c", "--workers", "1"]
+    assert mutation_score.main(argv) == 0
+    [(command, options)] = calls
+    assert command == ["mutmut", "run", "--max-children", "1",
+                       "pina_ntk.integration.c.*"]  # fmt: skip
+    assert options["cwd"] == "S/integration"
+    new = mutation_score.harness.read_json(str(results))
+    # c's mutants are the new run's (mutmut_2 is gone from it); d's status
+    # belongs to no run of this scope; the core's are kept
+    assert {k: v for k, v in new["statuses"].items() if ".c." in k} == {
+        "pina_ntk.integration.c.x_g__mutmut_1": "survived"
+    }
+    assert not [k for k in new["statuses"] if ".d." in k]
+    core = {k: v for k, v in STATUSES.items() if k.startswith("pina_ntk.core")}
+    assert {k: v for k, v in new["statuses"].items() if ".core." in k} == core
+    scopes = [p["scope"] for p in new["parts"]]
+    assert scopes == ["pina_ntk.core", "pina_ntk.integration.c"]
+    assert new["parts"][-1]["command"].endswith("--workers 1")
+
+
+def test_equivalents_page_names_only_mutants_of_the_layers(tmp_path):
     listed = mutation_score.equivalent_mutants()
-    assert all(name.startswith("pina_ntk.core.") for name in listed)
+    layers = tuple(f"pina_ntk.{layer}." for layer in mutation_score.LAYERS)
+    assert all(name.startswith(layers) for name in listed)
     assert len(listed) == len(set(listed))
     # the parser reads the first column of table rows only
     page = tmp_path / "equivalents.md"

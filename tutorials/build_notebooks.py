@@ -13,14 +13,17 @@ Conversion is jupytext's; ``--execute`` runs the notebooks with nbclient and
 stores the outputs (the committed notebooks carry those of a full run of
 their code; ``PINA_NTK_QUICK=1`` selects the quick settings), with each cell's
 stream output coalesced as Jupyter displays it (a progress bar's updates
-become its last line). ``--check`` compares
-the cell sources of each notebook with its script, ignoring outputs. A
+become its last line) and the fingerprint of the library that made them
+(:func:`library_fingerprint`, in the notebook's metadata). ``--check``
+compares the cell sources of each notebook with its script, ignoring
+outputs, and the fingerprint with the library's present source. A
 plain rebuild leaves notebooks whose cells match their script untouched, so
 the outputs of their last full run survive; a changed notebook is written
 without outputs.
 """
 
 import argparse
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -31,6 +34,9 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 #: jupytext's name of the scripts' format.
 SCRIPT_FORMAT = "py:percent"
+#: The library whose outputs the notebooks show, and the notebook metadata
+#: key under which an executed notebook records its fingerprint.
+LIBRARY, FINGERPRINT_KEY = HERE.parent / "pina_ntk", "pina_ntk_source"
 
 
 def tutorial_scripts(root=HERE):
@@ -59,6 +65,41 @@ def notebook_from_script(path):
     }
     notebook.metadata.pop("jupytext", None)
     return notebook
+
+
+def library_fingerprint(root=LIBRARY):
+    """
+    The SHA-256 of the library's Python sources: every ``*.py`` file below
+    ``root``, by its path relative to ``root`` and its bytes, in path order.
+
+    :param pathlib.Path root: The package folder.
+    :rtype: str
+    """
+    digest = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def stale_outputs(path, root=LIBRARY):
+    """
+    Whether a script's notebook was executed by other library code than the
+    present source (or records no fingerprint).
+
+    :param pathlib.Path path: The script.
+    :param pathlib.Path root: The package folder.
+    :return: A description of the difference, or ``None``.
+    :rtype: str | None
+    """
+    target = Path(path).with_suffix(".ipynb")
+    recorded = nbformat.read(target, as_version=4).metadata.get(FINGERPRINT_KEY)
+    if recorded != library_fingerprint(root):
+        return (
+            f"{target}: outputs made by another library source ({recorded}); "
+            "run build_notebooks.py --execute"
+        )
+    return None
 
 
 def _cells(notebook):
@@ -108,6 +149,7 @@ def execute(notebook, folder, timeout=None):
     # notebook without images).
     env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
     client.execute(env=env)
+    notebook.metadata[FINGERPRINT_KEY] = library_fingerprint()
     return coalesce_streams(notebook)
 
 
@@ -149,7 +191,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     scripts = args.scripts or tutorial_scripts()
     if args.check:
-        problems = [p for p in map(out_of_sync, scripts) if p]
+        found = [f(p) for p in scripts for f in (out_of_sync, stale_outputs)]
+        problems = [p for p in found if p]
         for problem in problems:
             print(problem)
         return 1 if problems else 0

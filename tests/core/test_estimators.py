@@ -534,3 +534,37 @@ def test_variances_and_sketch_keep_the_kernels_precision_with_float32_scales():
     ]
     for row, hand_row in zip(sketch.tolist(), hand):
         assert row == pytest.approx(hand_row, rel=1e-13)
+
+
+def test_a_chunk_check_names_the_coupling_and_accepts_exact_zeros():
+    theta = torch.tensor([1.0, 2.0], requires_grad=True)
+    whole = torch.tensor([3.0, -4.0, 5.0])
+    message = (
+        "a residual evaluated on a chunk of points differs from the same "
+        "points' residual in the whole batch"
+    )
+    with pytest.raises(PointCouplingError, match=message):
+        chunked_block_traces(
+            [(0, theta[0] * (whole[:2] + 1.0))], 1, [theta], [whole]
+        )
+    # a block that is zero everywhere: no tolerance at all, and equal
+    zeros = torch.zeros(3)
+    found = chunked_block_traces(
+        [(0, theta[0] * zeros[:2]), (0, theta[1] * zeros[2:])],
+        1,
+        [theta],
+        [zeros],
+    )
+    assert found.tolist() == [0.0]
+
+
+def test_chunked_traces_of_blocks_without_chunks_or_parameters():
+    theta = torch.tensor([1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    x = torch.tensor([3.0, 4.0], dtype=torch.float64)
+    # no chunk at all: zeros, in the parameters' dtype
+    none = chunked_block_traces(iter([]), 2, [theta])
+    assert none.dtype == torch.float64 and none.tolist() == [0.0, 0.0]
+    # a block's chunk that no parameter moves, after one that they do:
+    # (1 + 9) + 0; the second block has no chunk: 0
+    chunks = [(0, theta[0] + theta[1] * x[:1]), (0, torch.ones(1))]
+    assert chunked_block_traces(chunks, 2, [theta]).tolist() == [10.0, 0.0]

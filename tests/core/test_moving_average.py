@@ -1,6 +1,8 @@
 """The moving average of the kernel statistics and its rate per sample
 (``pina_ntk.core.moving_average``)."""
 
+import math
+
 import pytest
 import torch
 
@@ -169,3 +171,20 @@ def test_buffer_restart_touches_the_per_entry_traces_only():
     buffer.update(torch.tensor([[1.0, -1.0]]))
     buffer.restart(torch.tensor([False, True]), torch.tensor([7.0, 3.0]))
     assert buffer.traces(torch.tensor([2.0, 10.0])).tolist() == [2.0, 30.0]
+
+
+def test_restart_keeps_the_buffers_dtype():
+    average = MovingAverage(alpha=0.5)
+    average.update(torch.tensor([[1.0, 2.0]]))
+    restarted = torch.tensor([0.0, 0.1], dtype=torch.float64)
+    average.restart(torch.tensor([False, True]), restarted)
+    assert average.value.dtype == torch.float32
+    assert average.value.tolist() == [1.0, torch.tensor(0.1).item()]
+
+
+@pytest.mark.parametrize("alpha", [0.061, 0.118, 0.5, 1e-3])
+def test_a_sample_every_step_keeps_alpha_exactly(alpha):
+    # the documented shortcut: alpha itself, not 1 - exp(log(1 - alpha)),
+    # which differs in the last bit for some alpha (0.061: checked)
+    assert rate_per_sample(alpha, 1) == alpha
+    assert -math.expm1(math.log1p(-0.061)) != 0.061

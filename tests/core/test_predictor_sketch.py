@@ -341,3 +341,24 @@ def test_isolated_block_traces_are_never_negative_where_the_sketch_is():
         own = isolated_block_traces(blocks, params, probe, (False, True))
         assert own[1] >= 0
     assert negative > 0  # the set-up does drown the small block
+
+
+def test_isolated_block_traces_count_only_the_parameters_a_block_uses():
+    theta = torch.tensor([2.0], requires_grad=True)
+    phi = torch.tensor([3.0], requires_grad=True)
+    outside = torch.tensor([5.0], requires_grad=True)  # not a parameter
+    blocks = [theta * phi, 4.0 * theta, 2.0 * outside]
+    probe = [torch.ones(1)] * 3
+    got = isolated_block_traces(blocks, [theta, phi], probe, (True,) * 3)
+    # gradients (phi, theta) = (3, 2): 13; (4, unused): 16; none at all: 0
+    assert got.tolist() == [13.0, 16.0, 0.0]
+
+
+def test_isolated_block_traces_keep_the_blocks_dtype_under_other_scales():
+    theta = torch.tensor([1.0, 2.0], requires_grad=True)
+    blocks = [theta * torch.tensor([3.0, 4.0])]
+    probe = [torch.tensor([0.5, 0.5])]  # v = s g with s = 0.5, g = 1
+    scales = torch.tensor([0.5], dtype=torch.float64)
+    got = isolated_block_traces(blocks, [theta], probe, (True,), scales)
+    # (0.25 * 9 + 0.25 * 16) / 0.5^2 = 25, in the blocks' float32
+    assert got.dtype == torch.float32 and got.tolist() == [25.0]
