@@ -44,7 +44,7 @@ LAYERS = {
 def scratch_project(layer):
     """:return: ``build/mutation/<layer>``: the package, tests, docs, the
     benchmarks (tests import them) and ``pyproject.toml`` (the layer's
-    ``[tool.mutmut]``) copied afresh, the ``mutants/`` of earlier runs kept."""
+    ``[tool.mutmut]``) copied afresh; ``mutants/`` of earlier runs kept."""
     scratch, mutate = f"{ROOT}/build/mutation/{layer}", LAYERS[layer][0]
     tests = LAYERS[layer][1]
     for name in ("pina_ntk", "tests", "docs", "benchmarks"):
@@ -157,6 +157,8 @@ def main(argv=None):
         shown = sys.argv[1:] if argv is None else argv
         part = harness.provenance(SCRIPT, shown, workers=args.workers)
         scratch = scratch_project(args.layer)
+        if not args.module:  # a whole layer from scratch: its own run time
+            shutil.rmtree(f"{scratch}/mutants", ignore_errors=True)
         command = ["mutmut", "run", "--max-children", str(args.workers)]
         command += [f"{scope}.*"] if args.module else []
         subprocess.run(command, cwd=scratch, check=True)

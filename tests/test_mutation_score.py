@@ -153,3 +153,29 @@ def test_equivalents_page_names_only_mutants_of_the_layers(tmp_path):
     assert mutation_score.equivalent_mutants(str(page)) == [
         "pina_ntk.core.a.x_f__mutmut_3"
     ]
+
+
+def test_a_whole_layer_runs_from_scratch_and_a_module_reuses_its_copy(
+    tmp_path, monkeypatch
+):
+    results = tmp_path / "results.json"
+    mutation_score.harness.write_json(
+        str(results),
+        {"script": "mutation_score.py", "parts": [], "statuses": {},
+         "equivalent": []},
+    )  # fmt: skip
+    removed = []
+    monkeypatch.setattr(mutation_score, "RESULTS", str(results))
+    monkeypatch.setattr(mutation_score, "scratch_project", lambda l: "S/" + l)
+    monkeypatch.setattr(mutation_score, "mutant_statuses", lambda f: {})
+    monkeypatch.setattr(mutation_score.subprocess, "run", lambda c, **k: 0)
+    monkeypatch.setattr(
+        mutation_score.shutil, "rmtree", lambda p, **k: removed.append(p)
+    )
+    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
+    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
+    mutation_score.main(["--layer", "integration", "--module", "callback"])
+    assert removed == []  # the named mutants are made again anyway
+    mutation_score.main(["--layer", "core"])
+    # earlier results would stand, and the run time would be a rerun's
+    assert removed == ["S/core/mutants"]
