@@ -51,14 +51,14 @@ FLOOR_REFERENCE = {"default": "reference_predictor",
                    "parameter": "reference_evaluation"}
 #: Settings of a full run and of ``--quick``; no memory at ``no_memory``
 #: (the CPU profiler outgrew 24 GiB there); more rounds where a step is
-#: short (``rounds_at``); ``chunk_points`` timed at ``chunk_size``.
+#: short and noisy (``rounds_at``); ``chunk_points`` timed at ``chunk_size``.
 FULL = dict(
     points=[100, 1000, 10000, 100000], widths=[50, 100, 300, 1000],
     width=100, n=1000, depth=3, rounds=3, warmup=2, seed=0, threads=1,
     steps={"100": 200, "1000": 100, "10000": 40, "100000": 10},
     wide_steps={"300": 60, "1000": 20}, exact_cap_s=120.0,
     exact_memory_cap_s=10.0, exact_rounds_s=60.0,
-    rounds_at={"100,100": 12, "1000,100": 6, "10000,100": 6, "1000,50": 6,
+    rounds_at={"100,100": 24, "1000,100": 12, "10000,100": 6, "1000,50": 12,
                "1000,300": 6}, default_steps=100,
     no_memory=["100000,100"], chunk_size="1000,100",
     chunk_points=[1, 2, 4, 8, 16, 32, 64, None],
