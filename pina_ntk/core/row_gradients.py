@@ -24,7 +24,10 @@ the graph holds anything else (a parameter multiplied elementwise, a
 convolution, a product whose rows are not the residual's), the function
 says so by returning ``None``, and the caller takes another exact path. The
 per-row gradients must add up to the gradient autograd computes for the
-sum; a parameter whose uses do not is reported the same way.
+sum; a parameter whose uses do not is reported the same way. That check
+needs a residual in single or double precision: in half precision autograd's
+own rounding of the gradient is as large as a missed use, so a half-precision
+residual is reported the same way too.
 """
 
 import itertools
@@ -45,6 +48,8 @@ _TRANSPOSES = ("TBackward0",)
 _PRODUCTS = {"MmBackward0": 1, "AddmmBackward0": 2}
 #: Where each product saves its first factor.
 _FIRST_FACTOR = {"MmBackward0": "_saved_self", "AddmmBackward0": "_saved_mat1"}
+#: The precisions in which the rows' sum can be told from a missed use.
+_CHECKED_DTYPES = (torch.float32, torch.float64)
 
 
 def row_gradient_traces(residual, params):
@@ -58,8 +63,9 @@ def row_gradient_traces(residual, params):
         ``i`` only (checked by the caller; the function cannot see it).
     :param params: Parameters the kernel is taken with respect to.
     :type params: list[torch.Tensor]
-    :return: The trace as a 0-d tensor, or ``None`` if a parameter enters the
-        graph other than through the products above.
+    :return: The trace as a 0-d tensor of the residual's dtype, or ``None``
+        if a parameter enters the graph other than through the products
+        above, or the residual is not in single or double precision.
     :rtype: torch.Tensor | None
 
     :Example:
@@ -78,6 +84,8 @@ def row_gradient_traces(residual, params):
         return residual.new_zeros(())
     if residual.dim() == 0 or residual.shape[0] == 0:
         return None
+    if residual.dtype not in _CHECKED_DTYPES:
+        return None
     flat = _point_rows(residual)
     rows = flat.shape[0]
     uses = _parameter_uses(flat.grad_fn, params)
@@ -87,7 +95,7 @@ def row_gradient_traces(residual, params):
     captured, active, handles = {}, set(), []
     for node in {use[0] for _, found in pairs for use in found}:
         handles.append(node.register_prehook(_capture(captured, active, node)))
-    total = flat.new_zeros((), dtype=_accumulation(flat.dtype))
+    total = flat.new_zeros(())
     try:
         for column, group in itertools.product(
             range(flat.shape[1]), _groups(pairs)
@@ -107,7 +115,7 @@ def row_gradient_traces(residual, params):
     finally:
         for handle in handles:
             handle.remove()
-    return total.to(flat.dtype)
+    return total
 
 
 def _groups(pairs):
@@ -228,8 +236,6 @@ def _row_norms(uses, captured, rows, summed):
     if summed is None:  # autograd finds no gradient: nor may the rows
         return None if left else torch.zeros(())
     summed = _plain(summed)
-    dtype = _accumulation(summed.dtype)
-    left = [t.to(dtype) for t in left]
     if not left:
         return None
     if not right:  # a bias: its row gradient is the sum of the uses' rows
@@ -237,11 +243,10 @@ def _row_norms(uses, captured, rows, summed):
         return (
             per_row.pow(2).sum() if _adds_up(per_row.sum(0), summed) else None
         )
-    right = [t.to(dtype) for t in right]
     if not _adds_up(sum(a.T @ b for a, b in zip(left, right)), summed):
         return None
     # sum_uv (a_u . a_v)(b_u . b_v) row by row, pair by pair: no copies
-    total = summed.new_zeros((), dtype=dtype)
+    total = summed.new_zeros(())
     for u, v in itertools.combinations_with_replacement(range(len(left)), 2):
         rows_uv = (left[u] * left[v]).sum(1) @ (right[u] * right[v]).sum(1)
         total = total + (rows_uv if u == v else 2 * rows_uv)
@@ -249,7 +254,10 @@ def _row_norms(uses, captured, rows, summed):
 
 
 def _adds_up(rows_sum, summed):
-    summed = _plain(summed).to(rows_sum.dtype)
+    """Whether the rows' sum is autograd's gradient: of the same shape, and
+    no entry apart by more than ``1e3`` rounding units (``eps``) of the
+    larger of the two's largest magnitudes (at least ``1e-30``): a missed or
+    misread use moves the sum by its own size."""
     if rows_sum.shape != summed.shape:
         return False
     eps = torch.finfo(summed.dtype).eps
@@ -259,7 +267,3 @@ def _adds_up(rows_sum, summed):
 
 def _plain(tensor):
     return tensor.as_subclass(torch.Tensor)
-
-
-def _accumulation(dtype):
-    return torch.promote_types(dtype, torch.float32)
