@@ -132,7 +132,7 @@ def test_refuses_kernels_above_max_entries():
     ],
 )
 def test_rejects_bad_arguments(kwargs, name):
-    with pytest.raises(ValueError, match=name):
+    with pytest.raises(ValueError, match=rf"\b{name}\b"):
         NTKDiagnosticsCallback(**kwargs)
 
 
@@ -159,6 +159,7 @@ def test_histories_survive_a_checkpoint_round_trip(tmp_path):
     assert restored.history == first.history
 
 
+@pytest.mark.slow
 def test_logs_to_the_loggers_and_plots(tmp_path):
     callback = NTKDiagnosticsCallback(max_entries=ENTRIES, log_every_n_steps=1)
     logger = MemoryLogger()

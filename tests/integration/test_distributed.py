@@ -41,6 +41,7 @@ def run_worker(out_dir, devices, weighting):
         "sketch-every-2",
     ],
 )
+@pytest.mark.slow
 def test_ranks_agree_and_exact_matches_single_process(tmp_path, weighting):
     ranks = run_worker(tmp_path / "ddp", 2, weighting)
     assert [r["world_size"] for r in ranks] == [2, 2]

@@ -211,6 +211,7 @@ def test_parameter_space_discretisation_error_order(float64, difference, order):
     assert order - 0.25 <= slope <= order + 0.25
 
 
+@pytest.mark.slow
 def test_monte_carlo_error_decays_like_one_over_n(float64):
     solver = ready_solver("wave", n=8, width=12)
     names, fn, params = residual_setup(solver)

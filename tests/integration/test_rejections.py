@@ -239,6 +239,7 @@ def causal_reaction(weighting, points=None):
     )
 
 
+@pytest.mark.slow
 def test_the_default_forms_weights_under_the_causal_solver():
     # With PINA's causal solver the PDE block holds ten time slices of the
     # interior points; its cross terms drowned the edges' sketches, whose
@@ -317,6 +318,7 @@ class Membrane(SpatialProblem):
     }
 
 
+@pytest.mark.slow
 def test_the_tutorials_first_run_of_the_default_warns_of_nothing():
     # The tutorial's membrane, seed 0: at step 201 a sample of the free
     # edge (20 points of a first derivative beside 300 of a Laplacian)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import lightning
+import pytest
 import torch
 from pina.model import FeedForward
 from pina.problem.zoo import BurgersProblem
@@ -75,6 +76,7 @@ def digest_in_fresh_process():
     return result.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_runs_seeded_with_seed_everything_agree_across_processes():
     # NTK weights whose probe seed comes from torch's generator, on a problem
     # whose boundary points depend on Python's random module
