@@ -247,3 +247,55 @@ def test_mixed_precision_updates_take_the_rows():
     assert rows(model(points).reshape(-1), weights) is not None
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert rows(model(points).reshape(-1), weights) is None
+
+
+class ScaledOutput(torch.nn.Module):
+    """A network times a trainable scale per output: a parameter outside
+    the matrix products, so no block's traces come by rows."""
+
+    def __init__(self, net, outputs):
+        super().__init__()
+        self.net = net
+        self.scale = torch.nn.Parameter(torch.ones(outputs))
+
+    def forward(self, x):
+        return self.scale * self.net(x)
+
+
+class EndFirst(TwoOutputs):
+    """TwoOutputs with its one-point condition first in block order: that
+    block's first chunk is the whole block and cannot show a coupling."""
+
+    conditions = {k: TwoOutputs.conditions[k] for k in ("end", "D")}
+
+
+def _coupled_traces(solver):
+    """The traces of a model that couples the points: the one warning, and
+    the whole batch's kernel (not the chunks')."""
+    expected = block_traces(jacobian_blocks(solver))
+    with pytest.warns(UserWarning, match="couples the points"):
+        got = ntk_traces(solver, method="exact", chunk_size=CHUNK)
+    for name, value in expected.items():
+        assert float(got[name]) == pytest.approx(value, rel=1e-10)
+
+
+def test_blocks_in_chunks_are_checked_for_coupling_too(float64):
+    # no block by rows: the chunks' own check must find the coupling
+    lightning.seed_everything(0, verbose=False)
+    solver = _solver("supervised", n=12)
+    model = BatchCentred(ScaledOutput(mlp(2, 1, width=12), 1))
+    solver = type(solver)(solver.problem, model)
+    make_trainer(solver, steps=1, ntk=False)
+    _coupled_traces(solver)
+
+
+def test_every_block_by_rows_is_checked_not_the_first_alone(float64):
+    lightning.seed_everything(0, verbose=False)
+    problem = EndFirst()
+    problem.discretise_domain(12, "random", domains=["D"])
+    problem.discretise_domain(1, "grid", domains=["end"])
+    model = BatchCentred(mlp(1, 2, width=12))
+    solver = PhysicsInformedSingleModelSolver(problem, model)
+    make_trainer(solver, steps=1, ntk=False)
+    assert list(solver.problem.conditions)[0] == "end"
+    _coupled_traces(solver)
