@@ -103,6 +103,23 @@ def make_solver(kind, weighting=None, seed=0, n=12, width=16, loss=None):
     return cls(problem, model, weighting=weighting, loss=loss)
 
 
+def untouched_line_problem():
+    """``u = 0`` on ``[0, 1]`` (5 grid points), of a problem class of its own:
+    PINA's zoo classes share their condition objects between instances, so
+    an earlier test's ``Trainer`` would have turned theirs into
+    input-equation conditions."""
+
+    class Line(SpatialProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        domains = {"D": spatial_domain}
+        conditions = {"D": Condition(domain="D", equation=FixedValue(0.0))}
+
+    problem = Line()
+    problem.discretise_domain(5, "grid")
+    return problem
+
+
 def make_trainer(solver, steps, callbacks=None, ntk=True, **kwargs):
     """A quiet CPU ``pina.Trainer`` doing ``steps`` full-batch steps."""
     callbacks = list(callbacks or [])

@@ -3,6 +3,7 @@
 The core's own argument checks are with their units in ``tests/core``."""
 
 import pytest
+from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import (
     NTKCallback,
@@ -12,13 +13,7 @@ from pina_ntk import (
     ntk_traces,
 )
 
-from pina import Condition
-from pina.domain import CartesianDomain
-from pina.equation import FixedValue
-from pina.problem import SpatialProblem
-from pina.solver import PhysicsInformedSingleModelSolver
-
-from helpers import make_solver, make_trainer, mlp
+from helpers import make_solver, make_trainer, mlp, untouched_line_problem
 
 
 @pytest.mark.parametrize(
@@ -117,16 +112,8 @@ def test_ntk_traces_arguments(kwargs, argument):
 
 
 def test_ntk_traces_before_trainer_explains():
-    # A problem class of its own: PINA's zoo classes share their condition
-    # objects between instances, so an earlier Trainer would have filled them.
-    class Line(SpatialProblem):
-        output_variables = ["u"]
-        spatial_domain = CartesianDomain({"x": [0, 1]})
-        domains = {"D": spatial_domain}
-        conditions = {"D": Condition(domain="D", equation=FixedValue(0.0))}
-
-    problem = Line()
-    problem.discretise_domain(5, "grid")
-    solver = PhysicsInformedSingleModelSolver(problem, mlp(1, 1))
+    solver = PhysicsInformedSingleModelSolver(
+        untouched_line_problem(), mlp(1, 1)
+    )
     with pytest.raises(ValueError, match="pina.Trainer"):
         ntk_traces(solver)

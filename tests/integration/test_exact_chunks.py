@@ -273,8 +273,16 @@ def _coupled_traces(solver):
     """The traces of a model that couples the points: the one warning, and
     the whole batch's kernel (not the chunks')."""
     expected = block_traces(jacobian_blocks(solver))
-    with pytest.warns(UserWarning, match="couples the points"):
+    with pytest.warns(UserWarning, match="couples the points") as caught:
         got = ntk_traces(solver, method="exact", chunk_size=CHUNK)
+    (message,) = [str(w.message) for w in caught if "couples" in str(w.message)]
+    assert message.startswith(f"NTKWeighting(chunk_size={CHUNK}): ")
+    assert message.endswith(
+        ", so the model couples the points (a layer over the batch, such as "
+        "batch normalisation). Exact traces are taken through the whole "
+        "batch instead, at a cost quadratic in the residual entries; pass "
+        "chunk_size=None to choose that and silence this warning."
+    )
     for name, value in expected.items():
         assert float(got[name]) == pytest.approx(value, rel=1e-10)
 

@@ -7,16 +7,16 @@ import copy
 
 import pytest
 import torch
-from pina import Condition
-from pina.domain import CartesianDomain
-from pina.equation import FixedValue
-from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk.core.gradient_band import ConditionGradientTap
-from pina_ntk.integration.recording import ResidualRecorder, point_chunks
+from pina_ntk.integration.recording import (
+    ResidualRecorder,
+    group_blocks,
+    point_chunks,
+)
 
-from helpers import make_solver, make_trainer, mlp
+from helpers import make_solver, make_trainer, mlp, untouched_line_problem
 
 
 def test_chunks_slice_every_per_point_tensor_and_nothing_else():
@@ -50,14 +50,7 @@ def test_a_copied_condition_keeps_its_own_evaluate():
     # class of its own, whose conditions no other test's Trainer has turned
     # into input-equation conditions; a deepcopy of a watched condition
     # drops the wrapper: its evaluate is its class's method, bound to the copy
-    class Line(SpatialProblem):
-        output_variables = ["u"]
-        spatial_domain = CartesianDomain({"x": [0, 1]})
-        domains = {"D": spatial_domain}
-        conditions = {"D": Condition(domain="D", equation=FixedValue(0.0))}
-
-    problem = Line()
-    problem.discretise_domain(5, "grid")
+    problem = untouched_line_problem()
     solver = PhysicsInformedSingleModelSolver(problem, mlp(1, 1))
     recorder = ResidualRecorder(solver)
     recorder.attach()
@@ -110,8 +103,13 @@ def test_chunked_replay_gives_the_same_values_without_a_graph():
 
 def test_blocks_of_a_condition_never_recorded_name_it():
     recorder = ResidualRecorder(make_solver("poisson"))
-    with pytest.raises(RuntimeError, match="recorded for condition 'D': "):
+    message = (
+        "No residual was recorded for condition 'D': the solver did not "
+        "evaluate it through condition.evaluate(...)."
+    )
+    with pytest.raises(RuntimeError) as raised:
         recorder.blocks(["D"])
+    assert str(raised.value) == message
 
 
 def test_an_attached_recorder_records_only_once_started():
@@ -129,16 +127,28 @@ def test_a_second_recorder_takes_the_conditions_over():
     # problems of one class share their conditions: the recorder attached
     # last owns them, its wrappers named after their conditions
     solver = make_solver("poisson")
+    make_trainer(solver, steps=1, ntk=False)
     first, second = ResidualRecorder(solver), ResidualRecorder(solver)
     first.attach()
     second.attach()
-    wrapper = solver.problem.conditions["D"].evaluate
+    condition = solver.problem.conditions["D"]
+    wrapper = condition.evaluate
     assert second.owns(wrapper, "D") and not second.owns(wrapper, "boundary")
     assert not first.owns(wrapper, "D")
     assert not second.owns(lambda batch, solver: None, "D")
-    _recorded_step(solver, second)
-    assert len(second.calls) == 2 and first.calls == []
+    second.start()
+    condition.evaluate({"input": condition.input.clone()}, solver)
+    assert len(second.calls) == 1 and first.calls == []
     second.detach()
+
+
+def test_blocks_concatenate_a_conditions_calls_in_their_order():
+    a1, b, a2 = torch.rand(2, 1), torch.rand(3), torch.rand(1, 2)
+    blocks = group_blocks(["a", "b", "a"], [a1, b, a2], ["b", "a"])
+    torch.testing.assert_close(blocks[0], b)
+    torch.testing.assert_close(
+        blocks[1], torch.cat([a1.reshape(-1), a2.reshape(-1)])
+    )
 
 
 def test_the_taps_views_leave_frozen_parameters_to_the_model():
