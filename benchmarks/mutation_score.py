@@ -1,9 +1,7 @@
-"""The mutation score of ``pina_ntk``'s core and integration layers: runs
-``mutmut`` on a layer (or ``--module``) in ``build/mutation/<layer>``, a copy
-of the project with :data:`LAYERS`' ``[tool.mutmut]``; merges the statuses
-into ``docs/mutation-testing.json``; writes each module's score, ``(killed +
-timed out) / (mutants - equivalent)`` (``docs/mutation-equivalents.md``
-lists the equivalents), to ``docs/mutation-testing.md``::
+"""``mutmut`` on a layer of ``pina_ntk`` (or ``--module``) in a copy with
+:data:`LAYERS`' ``[tool.mutmut]``, ``build/mutation/<layer>``; the statuses
+merged into ``docs/mutation-testing.json``; each module's score, ``(killed
++ timed out) / (mutants - equivalent)``, in ``docs/mutation-testing.md``::
 
     python benchmarks/mutation_score.py --layer core   # about 6 min, 2 cores
     python benchmarks/mutation_score.py --layer integration --module callback
@@ -47,8 +45,8 @@ def scratch_project(layer):
     """:return: ``build/mutation/<layer>``: the package, tests, docs, the
     benchmarks (tests import them) and ``pyproject.toml`` (the layer's
     ``[tool.mutmut]``) copied afresh; ``mutants/`` of earlier runs kept."""
-    scratch, mutate = f"{ROOT}/build/mutation/{layer}", LAYERS[layer][0]
-    tests = LAYERS[layer][1]
+    scratch = f"{ROOT}/build/mutation/{layer}"
+    mutate, tests, _ = LAYERS[layer]
     for name in ("pina_ntk", "tests", "docs", "benchmarks"):
         shutil.rmtree(f"{scratch}/{name}", ignore_errors=True)
         shutil.copytree(f"{ROOT}/{name}", f"{scratch}/{name}")
@@ -62,26 +60,24 @@ def scratch_project(layer):
 
 def mutant_statuses(folder):
     """:return: ``{mutant: status}`` of the last ``mutmut run`` there."""
-    command = ["mutmut", "results", "--all", "true"]
-    listing = subprocess.check_output(
-        command, cwd=folder, stderr=subprocess.PIPE, text=True
-    )
+    listing = subprocess.check_output(["mutmut", "results", "--all", "true"],
+                                      cwd=folder, stderr=subprocess.PIPE,
+                                      text=True)  # fmt: skip
     lines = (line.strip().rpartition(": ") for line in listing.splitlines())
     return {name: status for name, _, status in lines if name}
 
 
 def equivalent_mutants(path=EQUIVALENTS):
     """:return: The mutants in the first column of the page's table."""
-    with open(path, encoding="utf-8") as handle:
-        return re.findall(r"^\| `([^`]+)` \|", handle.read(), re.MULTILINE)
+    text = Path(path).read_text(encoding="utf-8")
+    return re.findall(r"^\| `([^`]+)` \|", text, re.MULTILINE)
 
 
 def summary(statuses, equivalent):
-    """:return: ``modules``: per module and per layer (``pina_ntk.core``...),
-    the :data:`COUNTS` (``detected`` with ``timeout`` among them;
-    ``equivalent``: undetected but listed in ``equivalent``; ``untested``,
-    ``survived``: the other undetected) and ``score``; ``open``: the other
-    undetected mutants; ``stale``: listed ones detected or gone."""
+    """:return: ``modules``: per module and layer, the :data:`COUNTS`
+    (``detected`` includes ``timeout``; ``equivalent``: undetected, listed)
+    and ``score``; ``open``: the other undetected; ``stale``: listed ones
+    detected or gone."""
     listed, open_mutants = set(equivalent), []
     rows = collections.defaultdict(collections.Counter)
     for name, status in sorted(statuses.items()):
@@ -132,6 +128,13 @@ def render(document):
     lines += harness.markdown_table(header, rows) + ["", "Killed counts "
         "timeouts (a mutant that makes the tests hang); untested: no test of "
         "the layer reaches the mutated function.", ""]  # fmt: skip
+    for layer, (paths, _, _) in LAYERS.items():  # a module not run
+        files = sorted(Path(ROOT, paths[0]).parent.glob("[!_]*.py"))
+        absent = [f"`{f.stem}`" for f in files if f"pina_ntk.{layer}.{f.stem}"
+                  not in modules]  # fmt: skip
+        lines += [f"Modules of `pina_ntk.{layer}` with no mutant in the "
+                  f"results (not run yet, or nothing to mutate): "
+                  f"{', '.join(absent)}.", ""] if absent else []  # fmt: skip
     for title, names in (
         ("Mutants not killed and not listed as equivalent:", result["open"]),
         ("Listed as equivalent, but killed or gone:", result["stale"]),
@@ -142,8 +145,7 @@ def render(document):
 
 
 def main(argv=None):
-    """Run mutmut on a layer (or one module), merge its statuses into the
-    results file, write the page."""
+    """Run mutmut on a layer or module, merge its statuses, write the page."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add = parser.add_argument
     add("--layer", choices=LAYERS, default="core", help="default core")
@@ -168,11 +170,8 @@ def main(argv=None):
         found = {k: v for k, v in mutant_statuses(scratch).items()
                  if k.startswith(scope + ".")}  # fmt: skip
         document, ours = harness.read_json(RESULTS), scope + "."
-        parts = [
-            p
-            for p in document["parts"]
-            if not (p["scope"] + ".").startswith(ours)
-        ]
+        parts = [p for p in document["parts"]
+                 if not (p["scope"] + ".").startswith(ours)]  # fmt: skip
         statuses = {**document["statuses"], **found}
         statuses = {k: v for k, v in statuses.items()
                     if not k.startswith(ours) or k in found}  # fmt: skip

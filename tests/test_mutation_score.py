@@ -92,6 +92,33 @@ def test_render_judges_each_module_by_its_layers_target():
     assert "- `pina_ntk.core.a.x_f__mutmut_4: survived`" in block
 
 
+def test_render_names_each_layers_modules_without_results():
+    # the integration layer's real modules against a run of callback only
+    document = {
+        "script": "mutation_score.py",
+        "parts": [part("pina_ntk.integration.callback")],
+        "statuses": {"pina_ntk.integration.callback.x_f__mutmut_1": "killed"},
+        "equivalent": [],
+    }
+    lines = mutation_score.render(document).splitlines()
+    found = [l for l in lines if l.startswith("Modules of `pina_ntk.")]
+    expected = [
+        f"`{name[:-3]}`"  # in file-name order
+        for name in sorted(
+            os.listdir(os.path.join(ROOT, "pina_ntk", "integration"))
+        )
+        if name.endswith(".py") and name not in ("__init__.py", "callback.py")
+    ]
+    assert "`kernel_statistics`" in expected and "`callback`" not in expected
+    # the core has no results at all: every one of its modules is named
+    assert found[0].startswith("Modules of `pina_ntk.core` with no mutant")
+    assert "`row_gradients`" in found[0] and "`estimators`" in found[0]
+    assert found[1] == (
+        "Modules of `pina_ntk.integration` with no mutant in the results "
+        f"(not run yet, or nothing to mutate): {', '.join(expected)}."
+    )
+
+
 def test_a_module_run_replaces_only_that_modules_statuses_and_part(
     tmp_path, monkeypatch
 ):

@@ -101,7 +101,7 @@ def solver_ntk_weights(solver, method="exact", **options):
     :func:`pina_ntk.core.weights.ntk_weights` for the convention.
 
     :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
-    :param str method: ``"exact"`` or ``"sketch"``.
+    :param str method: ``"exact"`` or ``"sketch"``. Default ``"exact"``.
     :param options: The keyword options of :func:`ntk_traces`.
     :return: ``{condition: weight}`` as floats.
     :rtype: dict

@@ -365,7 +365,6 @@ def block_sizes(residuals):
     :type residuals: list[torch.Tensor]
     :rtype: torch.Tensor
     """
-    like = residuals[0]
-    return torch.tensor(
-        [r.numel() for r in residuals], dtype=like.dtype, device=like.device
-    )
+    # the first block's dtype and device; float64 counts are exact up to
+    # 2^53 entries, float32 ones up to 2^24
+    return residuals[0].new_tensor([r.numel() for r in residuals])

@@ -1,5 +1,6 @@
 """Exact NTK weights: :class:`NTKWeighting` (Algorithm 1)."""
 
+import itertools
 import math
 import warnings
 
@@ -57,7 +58,8 @@ class NTKWeighting(KernelWeighting):
         models). Where every parameter enters the residual through linear
         layers, the traces come from a few reverse passes per residual
         column through the step's own graph; a step with an update costs
-        about three unweighted steps (:mod:`pina_ntk.core.row_gradients`). Otherwise each
+        three to four unweighted steps (:mod:`pina_ntk.core.row_gradients`;
+        the *Time per step* table of ``docs/scaling.md``). Otherwise each
         condition's residual is evaluated again in chunks of this many
         points, each chunk with its own small graph, and a chunk's entries
         are differentiated together in one batched backward pass. Either
@@ -213,7 +215,7 @@ class NTKWeighting(KernelWeighting):
         ).detach()
         for index, found in enumerate(by_rows):
             if found is not None:
-                traces[index] = found.detach().to(traces)
+                traces[index] = found.detach()
         return {
             "traces": traces,
             "chunked": chunked,
@@ -254,9 +256,7 @@ class NTKWeighting(KernelWeighting):
                     "batch, such as batch normalisation). Exact traces are "
                     "taken through the whole batch instead, at a cost "
                     "quadratic in the residual entries; pass chunk_size="
-                    "None to choose that and silence this warning.",
-                    UserWarning,
-                    stacklevel=2,
+                    "None to choose that and silence this warning."
                 )
                 found = None
         else:  # a plain residual function: no chunks
@@ -268,8 +268,10 @@ class NTKWeighting(KernelWeighting):
                 [b if c else b.detach() for b, c in zip(whole, chunked)],
                 list(params.values()),
             )
-        keep = torch.tensor(chunked, device=traces.device)
-        return torch.where(keep, found.detach().to(traces), traces), None
+        # an index assignment copies across dtypes and devices
+        for index in itertools.compress(range(len(chunked)), chunked):
+            traces[index] = found[index].detach()
+        return traces, None
 
     def _first_chunks(self, residual_fn, params, blocks):
         """Each of ``blocks``' first chunk of points (one small evaluation

@@ -332,10 +332,6 @@ class ResidualRecorder:
             self._evaluate, _prefixed(views), (evaluate, batch), strict=False
         )
 
-    def names(self):
-        """:return: Recorded condition names, first-call order. :rtype: list"""
-        return list(dict.fromkeys(name for name, _, _ in self.calls))
-
     def parameters(self):
         """
         :return: The solver's trainable parameters, ``{name: parameter}``

@@ -1,5 +1,7 @@
 """Sketched NTK weights: :class:`SketchNTKWeighting` (Algorithms 2-3)."""
 
+import itertools
+
 import torch
 
 from ..core.checks import (
@@ -103,9 +105,11 @@ class SketchNTKWeighting(KernelWeighting):
         the parameter-space estimator ignores it. Default ``True``;
         ``False`` is Algorithm 2 as published.
     :param safeguard: As in :class:`NTKWeighting`. Default ``"default"``.
-    :param tuple weight_bounds: As in :class:`NTKWeighting`.
-    :param int seed: Seed of the probe stream; ``None`` draws one from
-        torch's global generator (so ``lightning.seed_everything`` fixes it).
+    :param tuple weight_bounds: As in :class:`NTKWeighting`. Default
+        ``(1e-6, 1e6)``.
+    :param int seed: Seed of the probe stream. Default ``None``: one drawn
+        from torch's global generator (so ``lightning.seed_everything``
+        fixes it).
     :param bool sample_after_backward: ``True`` (default): the part of a
         step's sample that needs the training graph (the predictor's
         ``J^T g``) runs before the backward pass, the evaluations at
@@ -378,8 +382,9 @@ class SketchNTKWeighting(KernelWeighting):
         scales = prepared["scales"]
         traces = predictor_block_traces(probe, product, scales)
         if isolated is not None:
-            mask = torch.tensor(isolated[0], device=traces.device)
-            traces = torch.where(mask, isolated[1].to(traces), traces)
+            # an index assignment copies across dtypes and devices
+            for index in itertools.compress(range(len(traces)), isolated[0]):
+                traces[index] = isolated[1][index]
         traces = self._statistics(traces, rayleigh, prepared["residuals"])
         kernel = None
         if self.full_kernel:

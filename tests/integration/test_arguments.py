@@ -40,6 +40,7 @@ from helpers import make_solver, make_trainer, mlp, untouched_line_problem
         ({"full_kernel": True, "statistic": "boundary"}, "statistic"),
         ({"safeguard": 3.0}, "safeguard"),
         ({"weight_bounds": (1.0, 0.5)}, "weight_bounds"),
+        ({"weight_bounds": (1.0, 1.0)}, "weight_bounds"),
         ({"weight_bounds": (0.0, 1.0)}, "weight_bounds"),
         ({"weight_bounds": 5}, "weight_bounds"),
         ({"seed": -1}, "seed"),

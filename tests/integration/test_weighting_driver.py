@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pina_ntk.integration.kernel_weighting import KernelWeighting
+from pina_ntk.integration.kernel_weighting import KernelWeighting, block_sizes
 
 LOSSES = {"a": torch.tensor(2.0), "b": torch.tensor(3.0)}
 
@@ -86,13 +86,23 @@ def test_a_weighting_takes_one_driver():
     weighting.connect(driver)
     weighting.connect(driver)  # the same callback again (a second fit)
     assert weighting.driver is driver
-    with pytest.raises(ValueError, match="already driven"):
+    with pytest.raises(ValueError) as raised:
         weighting.connect(Driver())
+    assert str(raised.value) == (
+        "This weighting is already driven by another NTKCallback: pass a "
+        "single NTKCallback to the Trainer."
+    )
 
 
 def test_without_a_driver_the_weighting_names_the_callback():
-    with pytest.raises(RuntimeError, match="NTKCallback"):
+    with pytest.raises(RuntimeError) as raised:
         attached(ScriptedWeighting()).update_weights(LOSSES)
+    assert str(raised.value) == (
+        "ScriptedWeighting needs its Lightning callback, which the solver "
+        "adds through configure_callbacks; it was not set up (a solver whose "
+        "configure_callbacks was replaced?). Pass callbacks=[pina_ntk."
+        "NTKCallback()] to pina.Trainer(...)."
+    )
 
 
 def test_refreshes_are_due_every_n_steps_from_step_0():
@@ -109,8 +119,32 @@ def test_the_statistic_of_each_block_before_the_conditions_are_known():
     weighting.statistic = "rayleigh"
     assert weighting.rayleigh_blocks(blocks) == (True,) * 3
     weighting.statistic = "boundary"  # depends on the conditions' roles
-    with pytest.raises(RuntimeError, match="set_conditions"):
+    with pytest.raises(RuntimeError) as raised:
         weighting.rayleigh_blocks(blocks)
+    assert str(raised.value) == (
+        "statistic='boundary' depends on the conditions: set_conditions("
+        "names, problem) must come first (the NTKCallback calls it)."
+    )
+
+
+def test_block_sizes_are_exact_counts_in_the_blocks_dtype():
+    # 2^24 + 1 entries (a broadcast view: no memory) has no float32 value
+    huge = torch.zeros(1, dtype=torch.float64).expand(2**24 + 1)
+    sizes = block_sizes([huge, torch.zeros(3, 2, dtype=torch.float64)])
+    assert sizes.dtype == torch.float64
+    assert sizes.tolist() == [2**24 + 1, 6]
+    assert block_sizes([torch.zeros(2, dtype=torch.float32)]).dtype == (
+        torch.float32
+    )
+
+
+def test_an_unknown_safeguard_is_named_with_the_choices():
+    with pytest.raises(ValueError) as raised:
+        ScriptedWeighting(safeguard="strict")
+    assert str(raised.value) == (
+        "safeguard must be 'default', None, a callable budget h(t) or a "
+        "SpacedUpdateSafeguard, got 'strict'."
+    )
 
 
 def sqrt_weights(traces, sizes):
