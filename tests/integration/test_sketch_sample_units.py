@@ -87,14 +87,6 @@ def assert_mean(samples, expected):
     assert torch.all((mean - expected).abs() <= margin), (mean, expected)
 
 
-def mixed_weighting(problem_names=("a", "b"), **options):
-    """A weighting whose block ``b`` takes the Rayleigh statistic and ``a``
-    the trace."""
-    weighting = SketchNTKWeighting(statistic={"b": "rayleigh"}, **options)
-    weighting.set_conditions(list(problem_names), untouched_line_problem())
-    return weighting
-
-
 def expected_statistics(statistic, matrices, theta, residual_fn):
     traces = block_traces(matrices)
     rayleigh = effective_rayleigh(matrices, theta, residual_fn)
@@ -105,9 +97,13 @@ def expected_statistics(statistic, matrices, theta, residual_fn):
 
 
 def weighting_for(statistic, **options):
-    if statistic == "mixed":
-        return mixed_weighting(**options)
-    return SketchNTKWeighting(statistic=statistic, **options)
+    """A weighting of ``statistic``; ``"mixed"``: block ``b`` (of conditions
+    ``a``, ``b``) takes the Rayleigh statistic, ``a`` the trace."""
+    if statistic != "mixed":
+        return SketchNTKWeighting(statistic=statistic, **options)
+    weighting = SketchNTKWeighting(statistic={"b": "rayleigh"}, **options)
+    weighting.set_conditions(["a", "b"], untouched_line_problem())
+    return weighting
 
 
 def test_the_statistics_differ_on_this_residual():
