@@ -136,12 +136,16 @@ def map_jobs(function, jobs, workers, on_result):
     (``{"worker_error": ...}`` if it died). Ctrl-C ends the workers too."""
     # Set before the workers import torch: they inherit the environment.
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    # Spawned, not forked: a fork would inherit the parent's torch state.
+    # Forked from a server that has only imported torch, PINA and Lightning
+    # (once for this process's pools), not from here: that inherits torch.
     # Ctrl-C is the parent's to handle (it keeps the finished runs): in a
     # worker Lightning would catch it and end the run as if it had finished.
-    spawn = multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("spawn")
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["torch", "pina", "lightning"])
     ignore = functools.partial(signal.signal, signal.SIGINT, signal.SIG_IGN)
-    pool = ProcessPoolExecutor(workers, mp_context=spawn, initializer=ignore)
+    pool = ProcessPoolExecutor(workers, mp_context=context, initializer=ignore)
     futures = {pool.submit(function, job): job for job in jobs}
     try:
         for future in as_completed(futures):

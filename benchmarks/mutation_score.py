@@ -112,11 +112,9 @@ def render(document):
     for m in sorted(m for m in modules if modules[m]["mutants"]):
         layer, target = m.split(".")[1], LAYERS[m.split(".")[1]][2]
         score, whole = modules[m]["score"], m == f"pina_ntk.{layer}"
-        runs = [
-            str(i + 1)
-            for i, p in enumerate(parts)
-            if m.startswith(p["scope"]) or p["scope"].startswith(m)
-        ]
+        scopes = [p["scope"] for p in parts]
+        runs = [str(i + 1) for i, s in enumerate(scopes)
+                if m.startswith(s) or s.startswith(m)]  # fmt: skip
         rows.append([f"**{layer}**" if whole else f"`{m}`",
                      *(modules[m][key] for key in COUNTS),
                      f"{100 * score:.1f} %", f"{100 * target:.0f} %: " + (

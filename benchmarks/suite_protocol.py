@@ -135,9 +135,9 @@ def paired_interval(ratios, draws=DRAWS, seed=0):
     rng, means = random.Random(seed), []
     for _ in range(draws):
         drawn = (rng.choice(logs) for _ in logs)
-        means.append(statistics.fmean(
+        means.append(statistics.fmean([  # a list: fmean counts iterators
             statistics.fmean(rng.choices(v, k=len(v))) for v in drawn
-        ))  # fmt: skip
+        ]))  # fmt: skip
     means.sort()
     tail = round((1 - harness.LEVEL) / 2 * draws)
     return math.exp(means[tail]), math.exp(means[draws - 1 - tail])
@@ -165,8 +165,8 @@ def paired(runs, problem, weighting, against):
     found = {(r["weighting"], r["seed"]): r for r in current(runs)
              if r["problem"] == problem}  # fmt: skip
     return [
-        (run, found[(against, seed)])
-        for (name, seed), run in sorted(found.items(), key=str)
+        (found[(name, seed)], found[(against, seed)])
+        for name, seed in sorted(found, key=str)
         if name == weighting and (against, seed) in found
     ]
 

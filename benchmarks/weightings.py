@@ -312,13 +312,13 @@ def calibrate(jobs, steps, workers, log):
 COST_STEPS = 400
 
 
-def measure_step_costs(document, rounds, workers, log):
+def measure_step_costs(document, rounds, workers, log, steps=COST_STEPS):
     """Each weighting's time per step over the plain sum's on each setting
     of ``document``, in ``rounds`` interleaved rounds (the harness's
     method): per round and setting, its weightings in an order rotated by
-    the round between two plain-sum runs, :data:`COST_STEPS` steps each
-    from seed 0, timed over the second half (past the warm-up and the
-    first samples). :return: ``{problem: {weighting: [ratio by round]}}``."""
+    the round between two plain-sum runs, ``steps`` steps each from seed 0,
+    timed over the second half (past the warm-up and the first samples).
+    :return: ``{problem: {weighting: [ratio by round]}}``."""
     chosen = [w for w in document["weightings"] if w != "none"]
     jobs = []
     for index in range(rounds):
@@ -326,8 +326,7 @@ def measure_step_costs(document, rounds, workers, log):
         order = ["none", *chosen[shift:], *chosen[:shift], "none"]
         planned = plan_jobs(document["problems"], lambda _: order,
                             document["settings"], seeds=1)  # fmt: skip
-        jobs += [dict(j, steps=COST_STEPS, records=2, round=index)
-                 for j in planned]  # fmt: skip
+        jobs += [dict(j, steps=steps, records=2, round=index) for j in planned]
     timed = {}
 
     def keep(job, record):
@@ -376,9 +375,9 @@ def main(argv=None):
     rerun = dict(nargs="+", default=[], metavar="PROBLEM/WEIGHTING/SEED")
     add("--rerun", **rerun, help=text)
     add("--rerun-reason", help="why the --rerun runs are made again")
-    text = "time each weighting's step against the plain sum's on each "
-    text += "setting of the output folder's weightings.json, in ROUNDS "
-    text += "interleaved rounds; kept in that file (the equal-time basis)"
+    text = "time each weighting's step against the plain sum's on each setting "
+    text += "of the output folder's weightings.json, in ROUNDS interleaved "
+    text += f"rounds of --steps steps (default {COST_STEPS}); kept in that file"
     add("--step-costs", type=int, metavar="ROUNDS", help=text)
     docs = os.path.join(harness.ROOT, "docs")
     harness.add_run_flags(parser, docs)
@@ -410,9 +409,9 @@ def step_costs_run(args, argv, document):
     extra = dict(workers=args.workers, threads=1)
     part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     log = functools.partial(print, file=sys.stderr, flush=True)
-    ratios = measure_step_costs(document, args.step_costs, args.workers, log)
-    part = harness.finish(part, started)
-    found = dict(part=part, rounds=args.step_costs, steps=COST_STEPS)
+    rounds, steps = args.step_costs, args.steps or COST_STEPS
+    ratios = measure_step_costs(document, rounds, args.workers, log, steps)
+    found = dict(part=harness.finish(part, started), rounds=rounds, steps=steps)
     document["step_costs"] = dict(found, ratios=ratios)
     return document
 

@@ -6,6 +6,8 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 ``reference.py``.
 """
 
+import os
+
 import lightning
 from lightning.pytorch.loggers import Logger
 import numpy as np
@@ -220,3 +222,16 @@ def assert_figure(path, min_pixels=(300, 200)):
     drawn = np.abs(pixels - background).max(axis=1) > 0.05
     assert drawn.mean() > 0.01, (path, drawn.mean())
     return image
+
+
+def worker_state(job):
+    """What a benchmark worker (``harness.map_jobs``) sees of its process:
+    its id, torch threads and seed; ``job="exit"`` ends it abruptly."""
+    if job == "exit":
+        os._exit(3)
+    seed = torch.initial_seed()
+    return {
+        "pid": os.getpid(),
+        "threads": torch.get_num_threads(),
+        "seed": seed,
+    }

@@ -27,12 +27,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
 import configurations  # noqa: E402
+import helpers  # noqa: E402
 import harness  # noqa: E402
 import overhead  # noqa: E402
 import peak_memory  # noqa: E402
@@ -145,10 +147,13 @@ def quick_report(tmp_path_factory):
     return run_script(overhead, tmp_path_factory, "--widths", "20")
 
 
-def check_weighting_rows(rows, networks, time=True, memory=True):
-    """Every network and weighting once, with finite positive numbers."""
+def check_weighting_rows(
+    rows, networks, time=True, memory=True, labels=WEIGHTING_LABELS
+):
+    """Every network and weighting (of ``labels``) once, with finite
+    positive numbers."""
     seen = {(row[0].split(" ")[0], row[1]) for row in rows}
-    expected = {(n, w) for n in networks for w in WEIGHTING_LABELS}
+    expected = {(n, w) for n in networks for w in labels}
     assert seen == expected
     assert len(rows) == len(expected)
     for row in rows:
@@ -231,13 +236,24 @@ def test_report_links_to_sections_of_the_method_page(quick_report):
         assert not anchor or anchor[1:] in anchors, anchor
 
 
+#: Rows of the studies run alone: a long row, a sample every step and its
+#: reference row (the full report measures every row).
+ALONE = ("exact_every_step", "predictor_forward", "reference_predictor")
+
+
 def test_step_time_alone(tmp_path_factory):
-    report = run_script(step_time, tmp_path_factory, "--widths", "20")
+    flags = "--widths", "20", "--rows", *ALONE
+    report = run_script(step_time, tmp_path_factory, *flags)
     assert "python benchmarks/step_time.py --quick --widths 20" in report
     rows = table_rows(report, "| network | weighting |")
-    check_weighting_rows(rows, QUICK_NETWORKS, memory=False)
+    labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
+    check_weighting_rows(rows, QUICK_NETWORKS, memory=False, labels=labels)
     rows = table_rows(report, "| network | quantity |")
     check_target_rows(rows, QUICK_NETWORKS, ("time",))
+    # the sample's target against its reference row
+    assert [row[1] for row in rows] == [
+        "time, predictor sketch, forward difference, k = 1 (reference + 0.15)"
+    ]
 
 
 def test_step_time_rows_times_only_the_rows_named(tmp_path_factory):
@@ -319,17 +335,19 @@ def test_band_rows_are_held_to_their_amortised_targets_alone():
 
 
 def test_peak_memory_alone(tmp_path_factory, quick_report):
-    report = run_script(peak_memory, tmp_path_factory, "--widths", "20")
+    flags = "--widths", "20", "--rows", *ALONE
+    report = run_script(peak_memory, tmp_path_factory, *flags)
     assert "python benchmarks/peak_memory.py --quick --widths 20" in report
     assert "profile_memory=True" in report or "cuda" in report
     rows = table_rows(report, "| network | weighting |")
-    check_weighting_rows(rows, QUICK_NETWORKS, time=False)
+    labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
+    check_weighting_rows(rows, QUICK_NETWORKS, time=False, labels=labels)
     # CPU tensor allocations are deterministic: the same peaks as the
     # memory columns of the full report, measured after the timing runs there
     if on_cpu(report) and on_cpu(quick_report):
         full = table_rows(quick_report, "| network | weighting |")
         assert [row[:2] + row[-2:] for row in rows] == [
-            row[:2] + row[-2:] for row in full[: len(rows)]
+            row[:2] + row[-2:] for row in full if row[1] in labels
         ]
     rows = table_rows(report, "| network | quantity |")
     check_target_rows(rows, QUICK_NETWORKS, ("memory",))
@@ -691,23 +709,24 @@ def test_weightings_resume_keeps_every_run_and_its_part(tmp_path):
 
 
 def test_step_costs_are_measured_in_rounds_and_kept_with_the_runs(tmp_path):
-    # a quick run of two weightings on one problem, then --step-costs 2:
-    # each round times none twice and the other once, fresh from seed 0;
-    # the ratios land in the results file beside the runs, which stay
+    # a quick run of two weightings on one problem, then --step-costs 2 of
+    # 20 steps (400 without --steps): each round times none twice and the
+    # other once, fresh from seed 0; the ratios land in the results file
+    # beside the runs, which stay
     flags = "--quick", "--problems", "poisson", "--workers", "1"
     flags += ("--output-dir", tmp_path)
     code, _ = run_main(weightings, *flags, "--weightings", "none", "exact")
     assert code == 0
     before = harness.read_json(tmp_path / "weightings.json")
-    code, _ = run_main(weightings, *flags, "--step-costs", "2")
+    code, _ = run_main(weightings, *flags, "--step-costs", "2", "--steps", 20)
     assert code == 0
     after = harness.read_json(tmp_path / "weightings.json")
     assert after["runs"] == before["runs"]
     found = after["step_costs"]
-    assert (found["rounds"], found["steps"]) == (2, weightings.COST_STEPS)
+    assert (found["rounds"], found["steps"]) == (2, 20)
     ratios = found["ratios"]["poisson"]["exact"]
     assert len(ratios) == 2 and all(0 < r < 100 for r in ratios)
-    assert "--step-costs 2" in found["part"]["command"]
+    assert "--step-costs 2 --steps 20" in found["part"]["command"]
     costs = suite_protocol.step_costs(after)["poisson"]
     assert costs["none"] == 1 and costs["exact"] == pytest.approx(
         sorted(ratios)[0] / 2 + sorted(ratios)[1] / 2
@@ -718,3 +737,18 @@ def test_step_costs_are_measured_in_rounds_and_kept_with_the_runs(tmp_path):
         weightings.main(
             ["--step-costs", "1", "--output-dir", str(tmp_path / "none")]
         )
+
+
+def test_workers_are_processes_without_this_ones_torch_state():
+    # the jobs run in another process, with one torch thread and torch's
+    # state as a fresh start leaves it (a fork of this process would keep
+    # its seed); a worker that dies is reported, not raised
+    found = {}
+    with torch.random.fork_rng():
+        torch.manual_seed(12345)
+        harness.map_jobs(helpers.worker_state, ["state"], 1, found.__setitem__)
+    state = found["state"]
+    assert state["pid"] != os.getpid() and state["threads"] == 1
+    assert state["seed"] != 12345
+    harness.map_jobs(helpers.worker_state, ["exit"], 1, found.__setitem__)
+    assert "worker_error" in found["exit"]

@@ -13,6 +13,7 @@ the committed files and the self-tests at the end run them on copies with
 one number edited, which they must refuse.
 """
 
+import functools
 import json
 import os
 import re
@@ -125,8 +126,14 @@ def check_readme_table(readme, docs=DOCS):
     """
     block = harness.read_block(readme, *suite_page.README_MARKERS)
     assert block is not None, "the README lost its suite block"
-    documents = suite_page.read_documents(docs)
-    assert block == suite_page.readme_block(documents), "table drifted"
+    assert block == suite_readme_block(docs), "table drifted"
+
+
+@functools.cache
+def suite_readme_block(docs):
+    """The README block rendered from the suite's results under ``docs``
+    (its bootstrap takes seconds: rendered once per folder)."""
+    return suite_page.readme_block(suite_page.read_documents(docs))
 
 
 @pytest.mark.parametrize("page, results, script, renderer", PAGES)

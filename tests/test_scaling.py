@@ -252,10 +252,9 @@ def test_run_order_interleaves_the_rows():
     assert "exact_every_100" not in scaling.run_order(0, exact=False)
 
 
-def test_quick_run_without_output_writes_to_a_temporary_folder(
-    tmp_path, monkeypatch
-):
-    # a smoke run never overwrites the committed page, results or figure
+def test_quick_run_writes_page_figure_and_readme_block(tmp_path, monkeypatch):
+    # a smoke run never overwrites the committed page, results or figure:
+    # without --output, it writes them to a new temporary folder
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     committed = {
         path: path.read_bytes()
@@ -265,24 +264,17 @@ def test_quick_run_without_output_writes_to_a_temporary_folder(
             Path(ROOT, "docs", scaling.FIGURE),
         )
     }
-    assert scaling.main(["--quick"]) == 0
-    (folder,) = tmp_path.glob("pina-ntk-quick-*")
-    assert {p.name for p in folder.iterdir()} >= {"scaling.md", "scaling.json"}
-    for path, content in committed.items():
-        assert path.read_bytes() == content, path
-
-
-def test_quick_run_writes_page_figure_and_readme_block(tmp_path):
-    output = tmp_path / "docs" / "scaling.md"
     readme = tmp_path / "README.md"
     readme.write_text("x\n<!-- scaling -->\n<!-- /scaling -->\ny\n")
-    flags = ["--quick", "--output", str(output), "--readme", str(readme)]
-    assert scaling.main(flags) == 0
-    page = output.read_text(encoding="utf-8")
-    document = harness.read_json(str(tmp_path / "docs" / "scaling.json"))
-    assert (tmp_path / "docs" / scaling.FIGURE).stat().st_size > 0
+    assert scaling.main(["--quick", "--readme", str(readme)]) == 0
+    for path, content in committed.items():
+        assert path.read_bytes() == content, path
+    (folder,) = tmp_path.glob("pina-ntk-quick-*")
+    output = folder / "scaling.md"
+    document = harness.read_json(str(folder / "scaling.json"))
+    assert (folder / scaling.FIGURE).stat().st_size > 0
     # the results so far, kept while it ran, are gone once it has finished
-    assert not (tmp_path / "docs" / "scaling.partial.json").exists()
+    assert not (folder / "scaling.partial.json").exists()
     block = harness.page_block(str(output), "scaling.py")
     assert block == scaling.render(document)
     for entry in document["sizes"]:
@@ -291,8 +283,9 @@ def test_quick_run_writes_page_figure_and_readme_block(tmp_path):
             if key in rows:
                 assert math.isfinite(rows[key]["ratio"]) > 0, key
         assert rows["unweighted"]["ratio"] == 1.0
-    assert "docs/scaling.md" in readme.read_text(encoding="utf-8")
+    # the README links the page where it was written
+    assert f"{folder.name}/scaling.md" in readme.read_text(encoding="utf-8")
     again = tmp_path / "again.md"
-    results = str(tmp_path / "docs" / "scaling.json")
+    results = str(folder / "scaling.json")
     assert scaling.main(["--from-json", results, "--output", str(again)]) == 0
     assert harness.page_block(str(again), "scaling.py") == block

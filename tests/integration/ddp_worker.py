@@ -1,9 +1,12 @@
-"""Worker for the distributed tests: trains a small PINN and dumps weights.
+"""Worker for the distributed tests: trains a small PINN with each named
+weighting in turn and dumps the weights.
 
-Run as ``python tests/integration/ddp_worker.py OUT_DIR DEVICES WEIGHTING``; with
-``DEVICES=2`` Lightning's DDP strategy (gloo on CPU) re-launches this script
-for the second rank. Every rank writes ``weights_rank<r>.json``: the
-weights the solver used at each step.
+Run as ``python tests/integration/ddp_worker.py OUT_DIR DEVICES W1,W2,...``;
+with ``DEVICES=2`` Lightning's DDP strategy (gloo on CPU) re-launches this
+script for the second rank once, and the later trainings reuse the process
+group (one start of torch, PINA and Lightning per rank for all of them).
+Every rank writes ``OUT_DIR/<weighting>/weights_rank<r>.json``: the weights
+the solver used at each step.
 """
 
 import json
@@ -17,10 +20,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # helpers
 
-from helpers import make_solver  # noqa: E402
-from pina import Trainer  # noqa: E402
+from helpers import make_solver, make_trainer  # noqa: E402
 
-from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting  # noqa: E402
+from pina_ntk import NTKWeighting, SketchNTKWeighting  # noqa: E402
 
 
 class Record(lightning.Callback):
@@ -46,45 +48,43 @@ class Record(lightning.Callback):
         path.write_text(json.dumps(record))
 
 
-def main(out_dir, devices, weighting):
+def make_weighting(name):
+    """:return: The weighting a test names."""
+    sketch = dict(alpha=0.3, warmup_samples=4)
+    found = {
+        "exact": lambda: NTKWeighting(),
+        # wide: no factor clamped
+        "exact-band": lambda: NTKWeighting(gradient_band=100.0),
+        "exact-rayleigh": lambda: NTKWeighting(statistic="rayleigh"),
+        "sketch": lambda: SketchNTKWeighting(**sketch),
+        "sketch-boundary": lambda: SketchNTKWeighting(
+            **sketch, statistic="boundary"
+        ),
+        "sketch-band": lambda: SketchNTKWeighting(**sketch, gradient_band=2.0),
+        "sketch-every-2": lambda: SketchNTKWeighting(
+            **sketch, sample_every_n_steps=2
+        ),
+    }
+    return found[name]()
+
+
+def main(out_dir, devices, names):
     warnings.filterwarnings("ignore")
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     torch.set_num_threads(1)
-    if weighting == "exact":
-        weighting = NTKWeighting()
-    elif weighting == "exact-band":
-        weighting = NTKWeighting(gradient_band=100.0)  # wide: no factor clamped
-    elif weighting == "exact-rayleigh":
-        weighting = NTKWeighting(statistic="rayleigh")
-    elif weighting == "sketch-boundary":
-        weighting = SketchNTKWeighting(
-            alpha=0.3, warmup_samples=4, statistic="boundary"
-        )
-    elif weighting == "sketch-band":
-        weighting = SketchNTKWeighting(
-            alpha=0.3, warmup_samples=4, gradient_band=2.0
-        )
-    elif weighting == "sketch-every-2":
-        weighting = SketchNTKWeighting(
-            alpha=0.3, warmup_samples=4, sample_every_n_steps=2
-        )
-    else:
-        weighting = SketchNTKWeighting(alpha=0.3, warmup_samples=4)
+    for name in names.split(","):
+        train(Path(out_dir, name), devices, make_weighting(name))
+
+
+def train(out_dir, devices, weighting):
+    out_dir.mkdir(parents=True, exist_ok=True)
     solver = make_solver("poisson", weighting=weighting, n=20, seed=0)
-    trainer = Trainer(
+    trainer = make_trainer(
         solver,
-        max_epochs=5,
-        accelerator="cpu",
+        5,
+        callbacks=[Record(out_dir)],
         devices=devices,
         strategy="ddp" if devices > 1 else "auto",
-        callbacks=[Record(out_dir), NTKCallback(log_every_n_steps=1)],
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        logger=False,
-        enable_checkpointing=False,
-        train_size=1.0,
-        val_size=0.0,
-        test_size=0.0,
         shuffle=False,
         # PINA 0.3.2's full-batch loader (batch_size=None) fails under DDP
         # (_ConditionSubset.fetch_from_idx_list is missing), so each rank

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 import pytest
+import torch
 from typing_extensions import get_protocol_members
 
 from pina_ntk import NTKCallback, NTKWeighting, SketchNTKWeighting
@@ -102,3 +103,14 @@ def trained_wave():
     trainer = make_trainer(solver, steps=2, ntk=False)
     trainer.train()
     return solver, trainer
+
+
+@pytest.mark.parametrize("weighting", [NTKWeighting, SketchNTKWeighting])
+def test_pina_calls_every_epoch_and_sums_the_weighted_losses(weighting):
+    # PINA's side of the contract: update_weights on every step (when to
+    # refresh is decided per optimisation step here) and the weighted
+    # losses summed (1 + 2 + 3, not their mean, 2), whatever PINA's defaults
+    found = weighting()
+    assert found.update_every_n_epochs == 1
+    weighted = torch.tensor([1.0, 2.0, 3.0])
+    assert float(found.aggregator_fn(weighted)) == 6.0

@@ -68,3 +68,27 @@ def test_the_documented_default_is_the_signatures(obj, name, default):
         type(default),
         int if isinstance(default, float) else type(default),
     ), f"{obj.__qualname__}({name}=...): documented {documented!r}"
+
+
+#: The classes, and the options whose value an instance keeps as given
+#: (``safeguard="default"`` is resolved to an object: tested with it).
+CLASSES = [obj for obj in PUBLIC if inspect.isclass(obj)]
+RESOLVED = {"safeguard"}
+
+
+@pytest.mark.parametrize(
+    "cls,name",
+    [(c, n) for c in CLASSES for _, n, _ in defaults(c) if n not in RESOLVED],
+    ids=lambda value: getattr(value, "__qualname__", value),
+)
+def test_an_instance_built_without_arguments_keeps_the_documented_default(
+    cls, name
+):
+    # the constructor's own defaults, not its signature's: a wrapper (as a
+    # mutation tool's) shows the signature of the function it wraps
+    kept = getattr(cls(), name)
+    documented = documented_default(cls, name)
+    assert kept == documented and type(documented) in (
+        type(kept),
+        int if isinstance(kept, float) else type(kept),
+    ), f"{cls.__qualname__}().{name} = {kept!r}, documented {documented!r}"

@@ -230,6 +230,18 @@ def test_an_isolated_sample_takes_the_rayleigh_statistic():
     assert torch.allclose(samples[:, 1], expected[1].expand(2000))
 
 
+def test_every_block_isolated_takes_the_rayleigh_statistic():
+    # no probe is left for the predictor: each block's own sketch along its
+    # unit residual is n_c rho_c whatever the probe's sign, every sample
+    matrices, theta, residual_fn = linear_residual()
+    weighting = SketchNTKWeighting(statistic="rayleigh")
+    samples, _ = draw_samples(
+        weighting, residual_fn, theta, 3, isolated=(True, True)
+    )
+    expected = effective_rayleigh(matrices, theta, residual_fn)
+    assert torch.allclose(samples, expected.expand(3, 2))
+
+
 def quadratic_residual():
     """``R(theta) = (theta_1)^2 - 1/2`` at ``theta = (1, 0.3)``: ``J = (2,
     0)``, ``K = 4``, and ``R(theta + h) - R(theta) = 2 h_1 + h_1^2``."""
