@@ -48,6 +48,8 @@ class ScriptedRule:
         self.weight_bounds = (1e-6, 1e6)
         self.gradient_band = None
         self.solver = None
+        #: the entry counts of the refreshes whose cost was judged
+        self.costed = []
         self.isolates_blocks = False
         self.isolated = torch.zeros(2)
         self.warm, self.later, self.calls = list(warm), list(later), []
@@ -89,6 +91,7 @@ class ScriptedRule:
         return self.isolated
 
     def refresh_cost_warning(self, entries, refresh_seconds, step_seconds):
+        self.costed.append(entries)
         return None
 
 
@@ -217,6 +220,14 @@ def test_the_sum_over_processes_divides_by_the_global_entries():
     assert statistics.traces == pytest.approx({"a": 18.0, "b": 4.0})
 
 
+def test_the_first_refresh_alone_is_judged_on_the_steps_entries():
+    rule = ScriptedRule(WARM, [sample(3.0, 5.0)])
+    statistics = started(rule)
+    for _ in range(3):
+        train_step(statistics)
+    assert rule.costed == [sum(b.numel() for b in BLOCKS)] == [4]
+
+
 def test_a_deferred_sample_enters_at_the_next_step():
     # the warm start at step 0 (no buffer yet: it runs before the backward
     # pass), then a sample prepared at step 0 and completed after its
@@ -242,6 +253,20 @@ def test_a_deferred_sample_enters_at_the_next_step():
     # step 2: neither due nor stale
     assert not statistics.needs_residuals
     assert statistics.refreshes == 1
+
+
+def test_a_second_backward_pass_in_a_step_completes_nothing_more():
+    # a closure optimiser (LBFGS) runs several backward passes per step:
+    # the prepared sample is completed after the first, once
+    rule = ScriptedRule(WARM, [sample(3.0, 5.0)], every=3, deferred=True)
+    statistics = started(rule)
+    statistics.begin_step(0, Residuals())
+    statistics.weights_for_step({n: torch.tensor(1.0) for n in NAMES})
+    for _ in range(3):
+        statistics.complete_deferred()
+    statistics.end_step()
+    names = [c[0] for c in rule.calls]
+    assert names.count("complete_sample") == 1
 
 
 def test_a_sample_without_a_backward_pass_is_dropped():
@@ -304,17 +329,24 @@ def test_the_safeguard_reviews_entry_weights_and_keeps_a_held_back_one():
     assert float(values["ntk_rejected/safeguard"]) == 1
 
 
+def restarted_at_step_2(later, isolated):
+    """Three steps of a rule that isolates blocks, with the isolated
+    sketches ``isolated``: ``(rule, statistics, the weights of step 2)``."""
+    rule = ScriptedRule(WARM, later)
+    rule.isolates_blocks = True
+    rule.isolated = torch.tensor(isolated)
+    statistics = started(rule)
+    train_step(statistics)
+    train_step(statistics)
+    return rule, statistics, train_step(statistics)
+
+
 def test_a_negative_average_restarts_the_block_on_its_own():
     # b's average turns negative at step 2 (0.25 * 2 + 0.75 * -4 = -2.5):
     # it restarts from the mean of warmup_samples isolated sketches (the
     # scripted 0.8 per entry) and is sketched on its own from then on
-    rule = ScriptedRule(WARM, [sample(3.0, -4.0), sample(3.0, 5.0)])
-    rule.isolates_blocks = True
-    rule.isolated = torch.tensor([0.0, 0.8])
-    statistics = started(rule)
-    train_step(statistics)
-    train_step(statistics)
-    weights = train_step(statistics)
+    later = [sample(3.0, -4.0), sample(3.0, 5.0)]
+    rule, statistics, weights = restarted_at_step_2(later, [0.0, 0.8])
     per_entry = [LATER_PER_ENTRY[0], 0.8]
     assert weights == pytest.approx(dict(zip(NAMES, mean_weights(per_entry))))
     assert statistics.isolated_blocks == ["b"]
@@ -333,6 +365,19 @@ def test_a_negative_average_restarts_the_block_on_its_own():
     b = 0.25 * 0.8 + 0.75 * 5.0
     a = 0.25 * LATER_PER_ENTRY[0] + 0.75 * 1.0
     assert statistics.trace_buffer.tolist() == pytest.approx([a, b])
+
+
+def test_a_larger_block_restarts_from_its_sketches_per_entry():
+    # a's average turns negative at step 2 (0.25 * 3 + 0.75 * -12 / 3 =
+    # -2.25); its isolated sketches sum its 3 entries, 2.4: it restarts at
+    # 0.8 per entry (not 2.4 * 3), and the message names it
+    later = [sample(-12.0, 5.0)]
+    rule, statistics, weights = restarted_at_step_2(later, [2.4, 0.0])
+    per_entry = [0.8, LATER_PER_ENTRY[1]]
+    assert weights == pytest.approx(dict(zip(NAMES, mean_weights(per_entry))))
+    assert statistics.isolated_blocks == ["a"]
+    messages = statistics.reports.take_messages(NAMES, rule.weight_bounds)
+    assert any("averaged trace of ['a'] turned" in m for m, _ in messages)
 
 
 def test_a_resumed_state_continues_as_the_run_would():
