@@ -10,6 +10,7 @@ merged into ``docs/mutation-testing.json``; each module's score, ``(killed
 
 import argparse
 import collections
+import hashlib
 import os
 import re
 import shutil
@@ -56,6 +57,15 @@ def scratch_project(layer):
         f"['docs/', 'benchmarks/']\nonly_mutate = {mutate}\n"
         f"pytest_add_cli_args_test_selection = {tests}\n")  # fmt: skip
     return scratch
+
+
+def sources(scope):
+    """:return: ``{module: SHA-256 of its source}`` in ``scope``."""
+    folder = Path(ROOT, *scope.split(".")[:2])
+    found = {f"pina_ntk.{folder.name}.{p.stem}": p for p in folder.glob("*.py")}
+    return {m: hashlib.sha256(p.read_bytes()).hexdigest()
+            for m, p in found.items()
+            if f"{m}.".startswith(f"{scope}.")}  # fmt: skip
 
 
 def mutant_statuses(folder):
@@ -106,22 +116,29 @@ def summary(statuses, equivalent):
 
 def render(document):
     """:return: The page's generated block, from the results alone: each
-    module's counts, score and target, and the part (run) that made them."""
+    module's counts, score and target, the part (run) that made them, and
+    whether it mutated the modules' present source."""
     result = summary(document["statuses"], document["equivalent"])
     modules, rows, parts = result["modules"], [], document["parts"]
+    judged = {m: h for p in parts for m, h in p.get("sources", {}).items()}
+    present = {**sources("pina_ntk.core"), **sources("pina_ntk.integration")}
     for m in sorted(m for m in modules if modules[m]["mutants"]):
         layer, target = m.split(".")[1], LAYERS[m.split(".")[1]][2]
         score, whole = modules[m]["score"], m == f"pina_ntk.{layer}"
         scopes = [p["scope"] for p in parts]
-        runs = [str(i + 1) for i, s in enumerate(scopes)
-                if m.startswith(s) or s.startswith(m)]  # fmt: skip
+        runs = [str(i + 1) for i, s in enumerate(scopes) if f"{m}."
+                .startswith(f"{s}.") or f"{s}.".startswith(f"{m}.")]  # fmt: skip
+        current = all(judged.get(k) == present.get(k, "gone")
+                      for k in modules if k.count(".") == 2
+                      and f"{k}.".startswith(f"{m}."))  # fmt: skip
         rows.append([f"**{layer}**" if whole else f"`{m}`",
                      *(modules[m][key] for key in COUNTS),
                      f"{100 * score:.1f} %", f"{100 * target:.0f} %: " + (
                          "meets" if score >= target else "**misses**"),
-                     ", ".join(runs)])  # fmt: skip
+                     ", ".join(runs),
+                     "yes" if current else "**no**"])  # fmt: skip
     header = ["module", "mutants", "killed", *COUNTS[2:], "score", "target",
-              "part"]  # fmt: skip
+              "part", "present code"]  # fmt: skip
     lines = harness.parts_lines(document, lambda i, p: f"`{p['scope']}`")
     lines += harness.markdown_table(header, rows) + ["", "Killed counts "
         "timeouts (a mutant that makes the tests hang); untested: no test of "
@@ -158,6 +175,7 @@ def main(argv=None):
         scope += f".{args.module}" if args.module else ""
         shown = sys.argv[1:] if argv is None else argv
         part = harness.provenance(SCRIPT, shown, workers=args.workers)
+        part["sources"] = sources(scope)
         scratch = scratch_project(args.layer)
         if not args.module:  # a whole layer from scratch: its own run time
             shutil.rmtree(f"{scratch}/mutants", ignore_errors=True)

@@ -4,8 +4,7 @@ Times a step, and its peak extra memory, with each weighting of :data:`ROWS`
 against an unweighted step on PINA's stationary Poisson problem as the
 residual entries n and the width grow (``docs/benchmark-method.md``); writes
 ``docs/scaling.md`` and ``.json`` (``--quick``: a smoke run; ``--from-json
-docs/scaling.json``: the page from the results alone).
-"""
+docs/scaling.json``: the page from the results alone)."""
 
 import argparse
 import itertools

@@ -3,8 +3,7 @@
 Trains the wave tutorial's sketch-NTK PINN per estimator, k and seed,
 recording the relative L2 error every ``--error-every`` steps and, for seed
 0, the exact weights every ``--track-every`` (a multiple of it). Writes the
-results after each run; ``--combine`` joins those of several machines.
-"""
+results after each run; ``--combine`` joins those of several machines."""
 
 import argparse
 import itertools

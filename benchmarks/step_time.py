@@ -2,8 +2,7 @@
 unweighted step, in interleaved rounds of fresh workers; its targets.
 Method: ``docs/benchmark-method.md``.
 
-    python benchmarks/step_time.py --quick
-"""
+    python benchmarks/step_time.py --quick"""
 
 import functools
 import statistics

@@ -9,8 +9,7 @@ weightings is rendered from the summary.
         --output-dir docs/suite/confirmation         # the runs
     python benchmarks/weightings.py --step-costs 3 \\
         --output-dir docs/suite/confirmation --workers 1  # equal time
-    python benchmarks/suite_page.py --readme         # docs/suite.md, README
-"""
+    python benchmarks/suite_page.py --readme         # docs/suite.md, README"""
 
 import argparse
 import math
@@ -183,13 +182,8 @@ def cost_lines(document):
         "Time per step over the plain sum's, the basis of equal time: "
         f"median over {found['rounds']} interleaved rounds (range), each "
         f"run {found['steps']} steps from seed 0, timed over its second "
-        "half:",
-        "",
-        *harness.header_lines(found["part"]),
-        "",
-        *harness.markdown_table(header, rows),
-        "",
-    ]
+        "half:", "", *harness.header_lines(found["part"]), "",
+        *harness.markdown_table(header, rows), ""]  # fmt: skip
 
 
 def losses(summary, default, document, basis):
@@ -245,12 +239,9 @@ def half_section(half, document):
         "plain sum; ÷ published: to `SketchNTKWeighting(gradient_band=None)`"
         "), the worst problem, the problems where a weighting is worse than "
         "none on every seed, at equal steps and at equal time (within the "
-        "steps each weighting makes in the plain sum's training time):",
-        "",
-        *summary_table(summary, document, shown),
-        "",
-        *cost_lines(document),
-    ]
+        "steps each weighting makes in the plain sum's training time):", "",
+        *summary_table(summary, document, shown), "",
+        *cost_lines(document)]  # fmt: skip
     return lines + per_problem_lines(document, (NONE, protocol.PUBLISHED))
 
 
@@ -263,10 +254,8 @@ def per_problem_lines(document, references):
             lines += [
                 f"Per problem: the error ratio to {name(against, document)} "
                 f"at equal {basis}, geometric mean over seeds (their range):",
-                "",
-                *per_problem_table(document, basis, against),
-                "",
-            ]
+                "", *per_problem_table(document, basis, against),
+                ""]  # fmt: skip
     return lines
 
 
@@ -294,12 +283,9 @@ def causal_section(document):
         *harness.parts_lines(document, lambda i, p: p["date"]),
         "÷ none: to the plain solver without weighting; ÷ published: to "
         "the plain solver with the default, paired by seed, as in the "
-        "halves' tables:",
-        "",
-        *summary_table(summary_of(document, shown), document, shown),
-        "",
-        *cost_lines(document),
-    ]
+        "halves' tables:", "",
+        *summary_table(summary_of(document, shown), document, shown), "",
+        *cost_lines(document)]  # fmt: skip
     return lines + per_problem_lines(document, (NONE, "causal_none"))
 
 
@@ -341,11 +327,8 @@ def census_section(documents):
         "a run without an isolated block can differ where the half's run "
         "was made by an earlier version of the library (the dates are in "
         "the provenance), and a setting with one may have been run again "
-        "(its runs page lists the runs superseded, with the reason):",
-        "",
-        *harness.markdown_table(header, rows),
-        "",
-    ]
+        "(its runs page lists the runs superseded, with the reason):", "",
+        *harness.markdown_table(header, rows), ""]  # fmt: skip
 
 
 def decision(documents):
@@ -399,11 +382,8 @@ def decision_lines(documents):
     for basis in protocol.BASES:
         lines += [
             f"Where the default still loses (equal {basis}; every weighting "
-            "run on the problem):",
-            "",
-            *losses(summary, default, both, basis),
-            "",
-        ]
+            "run on the problem):", "",
+            *losses(summary, default, both, basis), ""]  # fmt: skip
     return lines, default
 
 

@@ -30,8 +30,7 @@ interval's upper end at most 1, (b) no problem has it above
 :data:`WORST_PROBLEM` times the published sketch and (c) it is worse than
 none on no more problems; of those that pass, the lowest ratio to the
 published sketch at equal steps wins. Otherwise the published sketch is the
-default.
-"""
+default."""
 
 import math
 import random
@@ -211,8 +210,7 @@ def summarise(runs, weightings, problems, costs=None):
     per problem, the worst problem and the problems worse than ``none`` on
     every seed.
 
-    :param dict costs: ``{problem: {weighting: cost}}``, :func:`step_costs`.
-    """
+    :param dict costs: ``{problem: {weighting: cost}}``, :func:`step_costs`."""
     check_equal_steps(runs)
     summary, costs = {}, costs or {}
     for weighting in weightings:

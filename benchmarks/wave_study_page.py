@@ -92,8 +92,7 @@ def render(document, output=None):
 
     :param dict document: The results (``rows`` with ``time`` = [ms, ratio,
         low, high], ``memory`` = [MiB, ratio]; ``targets``).
-    :param output: The page's path (for its links), or ``None``.
-    """
+    :param output: The page's path (for its links), or ``None``."""
     link = method_link(output)
     lines = [
         f"How it measures and what each row means: [benchmark method]({link}).",

@@ -312,7 +312,7 @@ def calibrate(jobs, steps, workers, log):
 COST_STEPS = 400
 
 
-def measure_step_costs(document, rounds, workers, log, steps=COST_STEPS):
+def measure_step_costs(document, rounds, workers, log, steps):
     """Each weighting's time per step over the plain sum's on each setting
     of ``document``, in ``rounds`` interleaved rounds (the harness's
     method): per round and setting, its weightings in an order rotated by

@@ -1,6 +1,7 @@
 """``benchmarks/mutation_score.py``: the score of a small hand-made set of
 mutant statuses, counted by hand, and the equivalents page it reads."""
 
+import hashlib
 import os
 import sys
 
@@ -78,18 +79,82 @@ def test_render_judges_each_module_by_its_layers_target():
         if line.startswith("| ")
     }
     # mutants, killed, timeout, equivalent, survived, untested, score,
-    # target, the part that ran it
+    # target, the part that ran it, whether it ran on the present source
+    # (no such module exists: no)
     assert rows["**core**"] == [
-        "7", "3", "1", "2", "1", "1", "60.0 %", "95 %: **misses**", "1 |"
+        "7", "3", "1", "2", "1", "1", "60.0 %", "95 %: **misses**", "1",
+        "**no** |"
     ]  # fmt: skip
-    assert rows["`pina_ntk.integration.c`"][-3:] == [
-        "100.0 %", "90 %: meets", "2 |"
+    assert rows["`pina_ntk.integration.c`"][-4:] == [
+        "100.0 %", "90 %: meets", "2", "**no** |"
     ]  # fmt: skip
     # the core's a at 66.7 % misses 95 %; integration's c at 100 % meets 90 %
-    assert rows["`pina_ntk.core.a`"][-2] == "95 %: **misses**"
-    assert rows["**integration**"][-1] == "2 |"
+    assert rows["`pina_ntk.core.a`"][-3] == "95 %: **misses**"
+    assert rows["**integration**"][-2] == "2"
     block = mutation_score.render(document)
     assert "- `pina_ntk.core.a.x_f__mutmut_4: survived`" in block
+
+
+def test_a_module_is_credited_only_to_runs_of_it_or_of_its_layer():
+    # `diagnostics` is a prefix of `diagnostics_callback`'s name, but a run
+    # of one module is not a run of the other
+    statuses = {
+        "pina_ntk.integration.d.x_f__mutmut_1": "killed",
+        "pina_ntk.integration.d_cb.x_f__mutmut_1": "killed",
+    }
+    parts = [part("pina_ntk.integration.d"), part("pina_ntk.integration.d_cb"),
+             part("pina_ntk.integration")]  # fmt: skip
+    document = {"script": "mutation_score.py", "parts": parts,
+                "statuses": statuses, "equivalent": []}  # fmt: skip
+    runs = {
+        line.split(" | ")[0][2:]: line.split(" | ")[-2]
+        for line in mutation_score.render(document).splitlines()
+        if line.startswith("| ")
+    }
+    assert runs["`pina_ntk.integration.d`"] == "1, 3"
+    assert runs["`pina_ntk.integration.d_cb`"] == "2, 3"
+    assert runs["**integration**"] == "1, 2, 3"
+
+
+def test_a_module_runs_on_the_present_code_only_while_its_source_is_unchanged():
+    # a part records each module's SHA-256; the page says "yes" where it is
+    # the present file's, and a layer only where every module's is
+    def digest(module):
+        path = os.path.join(ROOT, "pina_ntk", "integration", f"{module}.py")
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+
+    assert mutation_score.sources("pina_ntk.integration.callback") == {
+        "pina_ntk.integration.callback": digest("callback")
+    }
+    layer = mutation_score.sources("pina_ntk.integration")
+    assert layer["pina_ntk.integration.recording"] == digest("recording")
+    assert "pina_ntk.core.checks" not in layer
+    statuses = {f"pina_ntk.integration.{m}.x_f__mutmut_1": "killed"
+                for m in ("callback", "recording")}  # fmt: skip
+    runs = [dict(part(f"pina_ntk.integration.{m}"),
+                 sources={f"pina_ntk.integration.{m}": h})
+            for m, h in (("callback", digest("callback")),
+                         ("recording", digest("callback")))]  # fmt: skip
+    document = {"script": "mutation_score.py", "parts": runs,
+                "statuses": statuses, "equivalent": []}  # fmt: skip
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")[-1]
+        for line in mutation_score.render(document).splitlines()
+        if line.startswith("| ")
+    }
+    assert rows["`pina_ntk.integration.callback`"] == "yes |"
+    assert rows["`pina_ntk.integration.recording`"] == "**no** |"
+    assert rows["**integration**"] == "**no** |"
+    # a later run of recording on its present source
+    runs.append(dict(part("pina_ntk.integration.recording"),
+                     sources={"pina_ntk.integration.recording":
+                              digest("recording")}))  # fmt: skip
+    rendered = mutation_score.render(document)
+    assert "| **integration** |" in rendered
+    assert all(line.endswith("| yes |") for line in rendered.splitlines()
+               if line.startswith("| **integration**")
+               or line.startswith("| `pina_ntk"))  # fmt: skip
 
 
 def test_render_names_each_layers_modules_without_results():

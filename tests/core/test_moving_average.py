@@ -188,3 +188,10 @@ def test_a_sample_every_step_keeps_alpha_exactly(alpha):
     # which differs in the last bit for some alpha (0.061: checked)
     assert rate_per_sample(alpha, 1) == alpha
     assert -math.expm1(math.log1p(-0.061)) != 0.061
+
+
+@pytest.mark.parametrize("every", [2, 10])
+def test_a_full_rate_keeps_only_the_last_sample_at_any_spacing(every):
+    # alpha = 1 leaves (1 - 1)^every = 0 of the old buffer: the rate per
+    # sample is 1, with no logarithm of zero on the way
+    assert rate_per_sample(1.0, every) == 1.0

@@ -187,3 +187,31 @@ def test_exact_boundary_statistic_matches_the_jacobian_rows():
     # which statistic each block took
     boundary_trace = float((rows["boundary"] ** 2).sum())
     assert abs(traces["boundary"] - boundary_trace) > 1e-3 * boundary_trace
+
+
+def test_invalid_statistic_messages_spell_out_the_accepted_values():
+    # the messages a user reads: the accepted options and the mapping's
+    # form {condition: 'trace' | 'rayleigh'}, then the value given
+    with pytest.raises(
+        ValueError,
+        match=r"^statistic must be one of \('trace', 'rayleigh', 'interior', "
+        r"'boundary', 'initial'\) or a mapping "
+        r"\{condition: 'trace' \| 'rayleigh'\}, got 'gradient'\.$",
+    ):
+        check_statistic("gradient")
+    with pytest.raises(
+        ValueError,
+        match=r"^statistic as a mapping must map condition names to one of "
+        r"\('trace', 'rayleigh'\), got 'D': 'exact'\.$",
+    ):
+        check_statistic({"D": "exact"})
+
+
+def test_a_role_without_a_problem_says_to_attach_the_weighting():
+    # the full message of a role given without a problem, as a user reads it
+    with pytest.raises(
+        ValueError,
+        match=r"^statistic='initial' reads the conditions' domains: "
+        r"attach the weighting to a PINA solver first\.$",
+    ):
+        rayleigh_blocks("initial", ["D"], None)

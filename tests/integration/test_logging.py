@@ -4,12 +4,14 @@ kind (the default logging interval: ``test_zero_configuration.py``)."""
 
 import csv
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
 from lightning.pytorch.loggers import CSVLogger
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
+from pina_ntk.integration.lightning_logging import log_values
 
 from helpers import (
     MemoryLogger,
@@ -147,3 +149,14 @@ def test_logged_weights_are_those_of_their_step_beside_its_losses():
         losses = logger.series(f"{condition}_loss")
         assert [t for t, _ in losses] == list(range(steps))
     assert not [k for k in trainer.callback_metrics if k.startswith("ntk_")]
+
+
+def test_nothing_to_log_reaches_no_logger():
+    # a step with no value to write (no weights yet) must not hand every
+    # logger an empty row: a CSV logger would write a row of blanks
+    logger = MemoryLogger()
+    trainer = SimpleNamespace(loggers=[logger])
+    log_values(trainer, {}, step=3)
+    assert logger.rows == []
+    log_values(trainer, {"ntk_weight/D": torch.tensor(2.5)}, step=3)
+    assert logger.rows == [(3, {"ntk_weight/D": 2.5})]

@@ -86,7 +86,8 @@ class ScriptedRule:
 
     def isolated_sample(self, params, residuals, generator, blocks):
         # the first draw of the stream it is given
-        draw = torch.rand((), generator=generator).item()
+        draw = torch.rand((), generator=generator, device=generator.device)
+        draw = draw.item()
         self.calls.append(("isolated_sample", blocks, draw))
         return self.isolated
 
@@ -378,6 +379,57 @@ def test_a_larger_block_restarts_from_its_sketches_per_entry():
     assert statistics.isolated_blocks == ["a"]
     messages = statistics.reports.take_messages(NAMES, rule.weight_bounds)
     assert any("averaged trace of ['a'] turned" in m for m, _ in messages)
+
+
+def test_a_restart_makes_every_tensor_on_the_blocks_device():
+    # on a GPU a tensor made without a device lands on the host and the
+    # restart fails; the same mismatch here: the blocks stay on the host while
+    # the default device is "meta", so a tensor made on the default device
+    # cannot meet them (the weights are those of the restart above)
+    later = [sample(3.0, -4.0), sample(3.0, 5.0)]
+    rule = ScriptedRule(WARM, later)
+    rule.isolates_blocks = True
+    rule.isolated = torch.tensor([0.0, 0.8])
+    statistics = started(rule)
+    with torch.device("meta"):
+        steps = [train_step(statistics) for _ in range(3)]
+    per_entry = [LATER_PER_ENTRY[0], 0.8]
+    assert steps[2] == pytest.approx(dict(zip(NAMES, mean_weights(per_entry))))
+    assert statistics.trace_buffer.device == torch.device("cpu")
+    assert statistics.local_sizes(BLOCKS).device == torch.device("cpu")
+
+
+def test_what_a_restart_sums_over_processes_is_in_the_blocks_dtype():
+    # DDP sums one dtype on every rank: isolated sketches that come back in
+    # double precision are summed, and divided, in the blocks' single one
+    summed = []
+
+    def recording_sum(tensor):
+        summed.append(tensor.dtype)
+        return tensor
+
+    rule = ScriptedRule(WARM, [sample(3.0, -4.0)])
+    rule.isolates_blocks = True
+    rule.isolated = torch.tensor([0.0, 0.8], dtype=torch.float64)
+    statistics = started(rule, global_sum=recording_sum)
+    for _ in range(3):
+        train_step(statistics)
+    assert statistics.isolated_blocks == ["b"]
+    assert summed and set(summed) == {torch.float32}
+
+
+def test_the_probe_stream_is_made_on_the_solvers_device(monkeypatch):
+    # probes drawn on a GPU need a generator of that GPU; no second device
+    # exists here, so the device the stream is made for is recorded
+    made, host_generator = [], torch.Generator
+
+    def generator(device=None):
+        made.append(device)
+        return host_generator()
+
+    monkeypatch.setattr(torch, "Generator", generator)
+    started(ScriptedRule(WARM, [])).start(torch.device("cuda", 1))
+    assert made[-1] == torch.device("cuda", 1)
 
 
 def test_a_resumed_state_continues_as_the_run_would():

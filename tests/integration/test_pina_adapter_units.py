@@ -1,0 +1,252 @@
+"""The adapter to PINA's internals, one function at a time, without a
+training run: the set-up checks and their messages (what a user reads when
+a run is refused), the callback offered through ``configure_callbacks``,
+the wrapping of ``condition.evaluate`` and a condition's stored points."""
+
+import warnings
+from types import SimpleNamespace
+
+import lightning
+import pytest
+import torch
+
+from pina_ntk import NTKWeighting, SketchNTKWeighting
+from pina_ntk.integration.pina_adapter import (
+    check_kernel_solver,
+    check_kernel_training,
+    condition_data,
+    offer_callback,
+    store_condition_points,
+    wrap_evaluate,
+)
+
+from helpers import make_solver
+
+WEIGHTING_MESSAGE = (
+    "NTKCallback drives pina_ntk weightings only: build the solver with "
+    "weighting=pina_ntk.NTKWeighting(...) or "
+    "weighting=pina_ntk.SketchNTKWeighting(...); got {}."
+)
+
+
+def single_process(precision="32-true"):
+    """The two fields of a ``Trainer`` the set-up checks read."""
+    return SimpleNamespace(precision=precision, world_size=1)
+
+
+def refused(call, *args):
+    """:return: The message of the ``ValueError`` that ``call`` raises."""
+    with pytest.raises(ValueError) as error:
+        call(*args)
+    return str(error.value)
+
+
+@pytest.mark.parametrize(
+    "solver, kind",
+    [
+        (SimpleNamespace(), "NoneType"),  # no weighting at all
+        (SimpleNamespace(weighting=object()), "object"),
+    ],
+)
+def test_a_foreign_weighting_is_refused_naming_both_weightings(solver, kind):
+    # the message says how to fix the set-up and names what was found
+    message = refused(check_kernel_training, single_process(), solver)
+    assert message == WEIGHTING_MESSAGE.format(kind)
+
+
+def test_a_solver_of_several_models_is_refused_by_the_callback_by_name():
+    # the check of the solver runs for NTKCallback, and says so
+    solver = SimpleNamespace(weighting=NTKWeighting())
+    message = refused(check_kernel_training, single_process(), solver)
+    assert message == (
+        "NTKCallback needs a single-model PINA solver (e.g. "
+        "PhysicsInformedSingleModelSolver); got SimpleNamespace."
+    )
+
+
+def test_a_loss_without_mean_or_sum_reduction_is_refused_by_name():
+    loss = torch.nn.MSELoss(reduction="none")
+    solver = make_solver("poisson", weighting=NTKWeighting(), loss=loss)
+    message = refused(check_kernel_solver, solver, "SomeCaller")
+    assert message == (
+        "SomeCaller needs a loss with reduction 'mean' or 'sum'; got 'none'."
+    )
+
+
+def test_a_weighting_attached_to_another_solver_is_refused():
+    weighting = NTKWeighting()
+    first = make_solver("poisson", weighting=weighting)
+    make_solver("poisson", weighting=weighting)  # PINA re-binds it
+    message = refused(check_kernel_training, single_process(), first)
+    assert message == (
+        "This weighting object is attached to another solver: create one "
+        "weighting instance per solver."
+    )
+
+
+@pytest.mark.parametrize("precision", ["bf16-true", "16-true"])
+def test_half_precision_parameters_are_refused_to_finite_differences(
+    precision,
+):
+    solver = make_solver("poisson", weighting=SketchNTKWeighting())
+    message = refused(check_kernel_training, single_process(precision), solver)
+    assert message == (
+        f"SketchNTKWeighting cannot run with Trainer(precision='{precision}'):"
+        " its finite differences need full-precision parameters. Use "
+        "precision='bf16-mixed' or '16-mixed' (the sketch then runs in full "
+        "precision) or '32-true'."
+    )
+
+
+def test_half_precision_parameters_are_fine_without_finite_differences():
+    # the exact traces take no finite difference: nothing to refuse
+    solver = make_solver("poisson", weighting=NTKWeighting())
+    trainer = single_process("bf16-true")
+    assert check_kernel_training(trainer, solver) is solver.weighting
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_the_full_kernel_is_refused_from_two_processes_on(world_size):
+    # every process holds only its share of the points, from two on
+    weighting = SketchNTKWeighting(full_kernel=True)
+    solver = make_solver("poisson", weighting=weighting)
+    trainer = SimpleNamespace(precision="32-true", world_size=world_size)
+    message = refused(check_kernel_training, trainer, solver)
+    assert message == (
+        "full_kernel=True is not available in distributed training: each "
+        "process only sees its share of the points. Use full_kernel=False "
+        "(per-condition traces are all-reduced)."
+    )
+    single = check_kernel_training(single_process(), solver)
+    assert single is weighting
+
+
+def test_a_loss_other_than_squares_is_warned_about_once_by_name():
+    # the weights assume squared residuals; another loss runs, with a warning
+    weighting = NTKWeighting()
+    solver = make_solver("poisson", weighting=weighting, loss=torch.nn.L1Loss())
+    with pytest.warns(UserWarning) as caught:
+        assert check_kernel_training(single_process(), solver) is weighting
+    assert [str(w.message) for w in caught] == [
+        "NTK weights assume a squared-residual loss (torch.nn.MSELoss); the "
+        "solver uses L1Loss."
+    ]
+    squares = make_solver("poisson", weighting=NTKWeighting())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_kernel_training(single_process(), squares)
+
+
+class Offering:
+    """A solver whose class's ``configure_callbacks`` returns ``returned``,
+    fitted by a trainer holding ``held``."""
+
+    def __init__(self, returned, held=()):
+        self.returned = returned
+        self.trainer = SimpleNamespace(callbacks=list(held))
+
+    def configure_callbacks(self):
+        return self.returned
+
+
+class Offered(lightning.Callback):
+    pass
+
+
+@pytest.mark.parametrize("as_sequence", [True, False])
+def test_the_offered_callback_joins_the_solvers_own(as_sequence):
+    # Lightning accepts one callback or a sequence from configure_callbacks;
+    # either way the class's own callbacks are kept, the offered one added
+    own = lightning.Callback()
+    solver = Offering([own] if as_sequence else own)
+    offer_callback(solver, Offered)
+    first, second = solver.configure_callbacks()
+    assert first is own and type(second) is Offered
+
+
+def test_no_callback_is_offered_beside_one_of_its_kind():
+    # never two: the user's (with options) in the trainer, or the class's
+    held = Offered()
+    solver = Offering(None, held=[held])
+    offer_callback(solver, Offered)
+    assert solver.configure_callbacks() == []
+    returned = Offered()
+    solver = Offering([returned])
+    offer_callback(solver, Offered)
+    assert solver.configure_callbacks() == [returned]
+
+
+class Condition:
+    def evaluate(self, batch, solver):
+        return ("own", batch)
+
+
+class Wrapper:
+    def __init__(self, owner, name, evaluate):
+        self.owner, self.name, self.evaluate = owner, name, evaluate
+
+
+class Wrap:
+    """A ``wrap`` for :func:`wrap_evaluate` that owns its wrappers by name."""
+
+    def __call__(self, name, evaluate):
+        return Wrapper(self, name, evaluate)
+
+    def owns(self, wrapper, name):
+        return (
+            isinstance(wrapper, Wrapper)
+            and wrapper.owner is self
+            and wrapper.name == name
+        )
+
+
+def test_wrapping_keeps_its_own_wrappers_and_replaces_the_others():
+    # re-run at every batch: a wrapper already owned is kept as it is (the
+    # same object); a condition PINA replaced, or one wrapped by another
+    # owner or under another name, gets a wrapper of the condition's own
+    # method (never a wrapper of a wrapper)
+    wrap, other = Wrap(), Wrap()
+    kept, fresh, foreign, renamed = (Condition() for _ in range(4))
+    problem = SimpleNamespace(
+        conditions={"a": kept, "b": fresh, "c": foreign, "d": renamed}
+    )
+    kept.evaluate = wrap("a", kept.evaluate)
+    foreign.evaluate = other("c", foreign.evaluate)
+    renamed.evaluate = wrap("x", renamed.evaluate)
+    before = kept.__dict__["evaluate"]
+    wrap_evaluate(problem, wrap)
+    assert kept.__dict__["evaluate"] is before
+    for name, condition in problem.conditions.items():
+        wrapper = condition.__dict__["evaluate"]
+        assert wrap.owns(wrapper, name)
+        assert wrapper.evaluate(1, None) == ("own", 1)
+        assert wrapper.evaluate.__self__ is condition
+
+
+def test_condition_data_reads_no_points_from_a_condition_without_them():
+    # before a Trainer stores points, PINA's conditions hold data=None; a
+    # condition with data of a kind PINA's managers do not make (no keys)
+    # or no data attribute at all reads as holding no points either
+    assert condition_data(SimpleNamespace(data=None)) is None
+    assert condition_data(SimpleNamespace(data=object())) is None
+    assert condition_data(SimpleNamespace()) is None
+    manager = SimpleNamespace(
+        keys=["input"], data={"input": torch.ones(2), "spare": 0}
+    )
+    assert condition_data(SimpleNamespace(data=manager)) == {
+        "input": manager.data["input"]
+    }
+
+
+def test_stored_points_replace_the_input_in_both_places_pina_reads():
+    # PINA's tensor data manager builds batches from its data dict: the new
+    # points must be there under "input", and nothing else may change
+    old, new = torch.zeros(3, 2), torch.ones(4, 2)
+    target = torch.zeros(3, 1)
+    manager = SimpleNamespace(input=old, data={"input": old, "target": target})
+    solver = SimpleNamespace(
+        problem=SimpleNamespace(conditions={"D": SimpleNamespace(data=manager)})
+    )
+    store_condition_points(solver, "D", new)
+    assert manager.input is new
+    assert manager.data == {"input": new, "target": target}
