@@ -19,6 +19,7 @@ from pina_ntk.integration.pina_adapter import (
     store_condition_points,
     wrap_evaluate,
 )
+from pina_ntk.integration.recording import ResidualRecorder
 
 from helpers import make_solver
 
@@ -181,46 +182,28 @@ class Condition:
         return ("own", batch)
 
 
-class Wrapper:
-    def __init__(self, owner, name, evaluate):
-        self.owner, self.name, self.evaluate = owner, name, evaluate
-
-
-class Wrap:
-    """A ``wrap`` for :func:`wrap_evaluate` that owns its wrappers by name."""
-
-    def __call__(self, name, evaluate):
-        return Wrapper(self, name, evaluate)
-
-    def owns(self, wrapper, name):
-        return (
-            isinstance(wrapper, Wrapper)
-            and wrapper.owner is self
-            and wrapper.name == name
-        )
-
-
 def test_wrapping_keeps_its_own_wrappers_and_replaces_the_others():
-    # re-run at every batch: a wrapper already owned is kept as it is (the
-    # same object); a condition PINA replaced, or one wrapped by another
-    # owner or under another name, gets a wrapper of the condition's own
-    # method (never a wrapper of a wrapper)
-    wrap, other = Wrap(), Wrap()
+    # re-run at every batch: a wrapper the recorder already owns is kept as
+    # it is (the same object); a condition PINA replaced, or one wrapped by
+    # another recorder or under another name, gets a wrapper of the
+    # condition's own method (never a wrapper of a wrapper)
+    solver = make_solver("poisson", weighting=NTKWeighting())
+    recorder, other = ResidualRecorder(solver), ResidualRecorder(solver)
     kept, fresh, foreign, renamed = (Condition() for _ in range(4))
     problem = SimpleNamespace(
         conditions={"a": kept, "b": fresh, "c": foreign, "d": renamed}
     )
-    kept.evaluate = wrap("a", kept.evaluate)
+    kept.evaluate = recorder("a", kept.evaluate)
     foreign.evaluate = other("c", foreign.evaluate)
-    renamed.evaluate = wrap("x", renamed.evaluate)
+    renamed.evaluate = recorder("x", renamed.evaluate)
     before = kept.__dict__["evaluate"]
-    wrap_evaluate(problem, wrap)
+    wrap_evaluate(problem, recorder)
     assert kept.__dict__["evaluate"] is before
     for name, condition in problem.conditions.items():
         wrapper = condition.__dict__["evaluate"]
-        assert wrap.owns(wrapper, name)
-        assert wrapper.evaluate(1, None) == ("own", 1)
-        assert wrapper.evaluate.__self__ is condition
+        assert recorder.owns(wrapper, name)
+        assert wrapper(1, None) == ("own", 1)  # not recording: the own call
+        assert wrapper.original.__self__ is condition
 
 
 def test_condition_data_reads_no_points_from_a_condition_without_them():
