@@ -56,9 +56,9 @@ FULL = dict(
     width=100, n=1000, depth=3, rounds=3, warmup=2, seed=0, threads=1,
     steps={"100": 200, "1000": 100, "10000": 40, "100000": 10},
     wide_steps={"300": 60, "1000": 20}, exact_cap_s=120.0,
-    exact_memory_cap_s=10.0, exact_rounds_s=60.0,
-    rounds_at={"100,100": 24, "1000,100": 12, "10000,100": 6, "1000,50": 12,
-               "1000,300": 6}, default_steps=100,
+    exact_memory_cap_s=10.0, exact_rounds_s=60.0, memory_rounds=3,
+    rounds_at={"100,100": 30, "1000,100": 18, "10000,100": 6, "1000,50": 18,
+               "1000,300": 6, "1000,1000": 6}, default_steps=100,
     no_memory=["100000,100"], chunk_size="1000,100",
     chunk_points=[1, 2, 4, 8, 16, 32, 64, None],
 )
@@ -241,7 +241,8 @@ def measure(settings, workdir, log, save):
         task.update(points=[n - n // 4, 0, n // 4], measured=steps)
         task.update(jobs=["scaling:run_size"], exact=exact)
         task["chunks"] = name == settings["chunk_size"]
-        task["memory"] = name not in settings["no_memory"]
+        memory = name not in settings["no_memory"]
+        task["memory"] = memory and index < settings["memory_rounds"]
         task["exact_memory"] = exact and took <= settings["exact_memory_cap_s"]
         found = harness.run_worker(task, workdir)["results"]["scaling:run_size"]
         kept = {k: found[k] for k in ("memory", "chunks") if task[k]}
@@ -272,7 +273,7 @@ periods). `NTKWeighting()` is its refresh step (step 0; a reverse pass per
 residual column); every 100 steps is that step plus 99 median steps, over
 100. Exact steps projected above {exact_cap_s:.0f} s are skipped, those
 over {exact_rounds_s:.0f} s run in the first round only; memory: two steps per
-row in every round (exact where one exact step took at most
+row {memory_when} (exact where one exact step took at most
 {exact_memory_cap_s:.0f} s; none at n, width = {no_memory}: the CPU profiler
 outgrew the machine's memory). Rows in italics: the [reference
 rows](benchmark-method.md#reference-rows).
@@ -338,6 +339,10 @@ def render(document):
     )
     values.update(no_memory=", ".join(settings["no_memory"]) or "—")
     values["wide"] = settings["wide_steps"] or "—"
+    most = settings.get("memory_rounds")  # older runs probed every round
+    values["memory_when"] = (
+        f"in the first {most} rounds" if most else "in every round"
+    )
     text = [" ".join(p.split()).format_map(values) for p in TEXT.split("\n\n")]
     parts = harness.parts_lines(document, lambda _, p: p["machine_label"])
     lines = [text[0], "", *parts, f"![cost as the work grows]({FIGURE})", ""]

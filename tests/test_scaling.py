@@ -252,6 +252,36 @@ def test_run_order_interleaves_the_rows():
     assert "exact_every_100" not in scaling.run_order(0, exact=False)
 
 
+def test_memory_is_probed_in_the_first_rounds_only(monkeypatch):
+    # a worker stand-in: records each round's task, returns one exact run
+    tasks = []
+
+    def worker(task, workdir):
+        tasks.append(task)
+        found = {"runs": [{"key": "exact_every_100", "durations": [0.5]}]}
+        found.update(parameters=10, memory={"unweighted": 1}, chunks={})
+        return {"results": {"scaling:run_size": found}}
+
+    monkeypatch.setattr(harness, "run_worker", worker)
+    settings = dict(scaling.QUICK, rounds=2, memory_rounds=2)
+    settings["rounds_at"] = {"40,20": 5}
+    (entry,) = scaling.measure(settings, "unused", len, len)
+    assert [t["memory"] for t in tasks] == [True, True, False, False, False]
+    assert ["memory" in r for r in entry["rounds"]] == [True] * 2 + [False] * 3
+    assert [t["round"] for t in tasks] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "most, phrase", [(3, "in the first 3 rounds"), (None, "in every round")]
+)
+def test_page_says_which_rounds_probed_memory(most, phrase):
+    document = harness.read_json(os.path.join(ROOT, "docs", "scaling.json"))
+    document["settings"]["memory_rounds"] = most
+    assert f"memory: two steps per row {phrase} (exact" in scaling.render(
+        document
+    )
+
+
 def test_quick_run_writes_page_figure_and_readme_block(tmp_path, monkeypatch):
     # a smoke run never overwrites the committed page, results or figure:
     # without --output, it writes them to a new temporary folder
