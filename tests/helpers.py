@@ -17,7 +17,7 @@ from pina.domain import CartesianDomain
 from pina.equation import Equation, FixedValue
 from pina.model import FeedForward
 from pina.operator import laplacian
-from pina.problem import SpatialProblem
+from pina.problem import AbstractProblem, SpatialProblem
 from pina.problem.zoo import (
     AcousticWaveProblem,
     Poisson2DSquareProblem,
@@ -103,6 +103,27 @@ def make_solver(kind, weighting=None, seed=0, n=12, width=16, loss=None):
         else PhysicsInformedSingleModelSolver
     )
     return cls(problem, model, weighting=weighting, loss=loss)
+
+
+def series_problem():
+    """Two trajectory sets of a rotation, for the autoregressive solver."""
+    times = torch.linspace(0, 1, 10)
+    phases = torch.tensor([0.0, 0.7, 1.9, 2.6, 3.1]).unsqueeze(1)
+    states = torch.stack(
+        [torch.sin(times + phases), torch.cos(times + phases)], dim=-1
+    )  # [trajectories, time steps, features]
+
+    class Series(AbstractProblem):
+        input_variables = None
+        output_variables = None
+        conditions = {
+            "long": Condition(input=states, unroll_length=4, n_windows=3),
+            "short": Condition(
+                input=0.5 * states, unroll_length=2, n_windows=2
+            ),
+        }
+
+    return Series()
 
 
 def untouched_line_problem():

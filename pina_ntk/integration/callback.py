@@ -21,23 +21,19 @@ class NTKCallback(Callback):
     used instead.
 
     On every training batch it records the residual each condition's
-    ``evaluate`` returns (reusing the step's own forward pass) and hands it
-    to its :attr:`statistics`
+    ``evaluate`` returns (the step's own forward pass) and hands it to its
+    :attr:`statistics`
     (:class:`~pina_ntk.integration.kernel_statistics.KernelStatistics`,
-    the weighting's driver), which runs the weighting's estimator when due,
-    folds the result into the moving-average kernel buffer, applies the
-    spaced-update safeguard and returns the weights to the solver's loss
-    aggregation; after the backward pass it completes a deferred sample.
+    the weighting's driver: estimator, moving average, safeguard, weights);
+    after the backward pass it completes a deferred sample. A later
+    Trainer's callback takes the statistics over, and they continue.
 
-    Every ``log_every_n_steps`` optimisation steps it writes the values of
+    Every ``log_every_n_steps`` optimisation steps it writes
     :meth:`~pina_ntk.integration.kernel_statistics.KernelStatistics.log_values`
-    (weights, traces, clamped weights, refreshes, safeguard counters, weight
-    proposals and those rejected, by reason) to ``trainer.loggers``, at the
-    step whose weights they are (not to ``trainer.callback_metrics``: see
+    to ``trainer.loggers``, at the step whose weights they are (see
     :func:`~pina_ntk.integration.lightning_logging.log_values`), and warns
     of what the run's reports hold. The whole state is saved in and
-    restored from Lightning checkpoints; the current values are read from
-    :attr:`statistics` (``weights``, ``traces``, ``kernel``, ``step``).
+    restored from Lightning checkpoints.
 
     :param int log_every_n_steps: Optimisation steps between logged values;
         ``None`` (default) uses the trainer's ``log_every_n_steps``. PINA's
@@ -68,16 +64,10 @@ class NTKCallback(Callback):
 
     @override
     def setup(self, trainer, pl_module, stage):
-        """Check the set-up, create the statistics, install the recorder."""
+        """Check the set-up, take over the weighting's statistics (or create
+        them), install the recorder."""
         weighting = check_kernel_training(trainer, pl_module)
-        if (
-            self.statistics is None
-            or self.statistics.weighting is not weighting
-        ):
-            self.statistics = KernelStatistics(
-                weighting, solver_reduction(pl_module), _global_sum(pl_module)
-            )
-        weighting.connect(self.statistics)
+        self.statistics = _taken_statistics(weighting, pl_module, self)
         if self._recorder is None or self._recorder.solver is not pl_module:
             self._recorder = ResidualRecorder(pl_module)
         self._recorder.attach()
@@ -90,11 +80,13 @@ class NTKCallback(Callback):
 
     @override
     def teardown(self, trainer, pl_module, stage):
-        """Remove the recorder from the problem's conditions."""
-        if self._recorder is not None:
-            self._recorder.detach()
-        if self.statistics is not None:
-            self.statistics.close()
+        """Remove the recorder; a later Trainer may take the statistics."""
+        self._release()
+
+    @override
+    def on_exception(self, trainer, pl_module, exception):
+        """As :meth:`teardown`: Lightning skips it when a run fails."""
+        self._release()
 
     @override
     def on_train_start(self, trainer, pl_module):
@@ -108,8 +100,7 @@ class NTKCallback(Callback):
 
     @override
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        """Record this step's residuals if the statistics read them; hand
-        the step to the statistics."""
+        """Hand the step to the statistics; record it if they read it."""
         self._recorder.attach()
         if self.statistics.needs_residuals:
             self._recorder.start()
@@ -117,9 +108,11 @@ class NTKCallback(Callback):
 
     @override
     def on_after_backward(self, trainer, pl_module):
-        """Complete a deferred sample: the backward pass has freed the
-        training graph and the optimiser has not stepped yet."""
+        """Complete a deferred sample (the graph is freed, the optimiser has
+        not stepped); stop recording: a closure optimiser's later loss
+        evaluations reuse the step's weights, their graphs are not kept."""
         self.statistics.complete_deferred()
+        self._recorder.stop()
 
     @override
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
@@ -150,6 +143,14 @@ class NTKCallback(Callback):
         # applied in on_train_start, once the device is known
         self._pending_state = state_dict or None
 
+    def _release(self):
+        """Detach the recorder, close the step, release the statistics."""
+        if self._recorder is not None:
+            self._recorder.detach()
+        if self.statistics is not None:
+            self.statistics.close()
+            self.statistics.release(self)
+
     def _warn(self, final=False):
         """Give the messages of the run's reports not given yet."""
         statistics = self.statistics
@@ -160,6 +161,22 @@ class NTKCallback(Callback):
                 rank_zero_info(message)
             else:
                 rank_zero_warn(message, category=category)
+
+
+def _taken_statistics(weighting, solver, holder):
+    """
+    The statistics of ``weighting``, created at its first fit, acquired by
+    ``holder`` and connected: an earlier Trainer's continue, a running
+    one's refuse (:meth:`KernelStatistics.acquire`).
+    """
+    statistics = weighting.driver
+    if statistics is None:
+        statistics = KernelStatistics(
+            weighting, solver_reduction(solver), _global_sum(solver)
+        )
+    statistics.acquire(holder)
+    weighting.connect(statistics)
+    return statistics
 
 
 def _global_sum(solver):

@@ -117,6 +117,9 @@ class KernelStatistics:
         self.refreshes = 0
         #: Whether a training step is running (read by the weighting).
         self.in_training_step = False
+        #: The :class:`~pina_ntk.NTKCallback` driving these statistics now
+        #: (:meth:`acquire`); ``None`` between fits.
+        self.holder = None
         #: Counters and one-time warnings of the weight updates.
         self.reports = RunReports()
         self._residuals = None  # StepResiduals of the running step
@@ -138,22 +141,69 @@ class KernelStatistics:
         # averaged estimate; None while there is none
         self._isolated = None
         self._rank = 0  # of the running step's process
+        # the running step's weights are formed: a closure optimiser's later
+        # evaluations of the loss (L-BFGS's line search) reuse them
+        self._step_weights_formed = False
 
     # ------------------------------------------------------------ the run
+    def acquire(self, holder):
+        """
+        Let ``holder`` (an :class:`~pina_ntk.NTKCallback`) drive these
+        statistics until it calls :meth:`release`.
+
+        A later Trainer's callback takes over the statistics of an earlier
+        one whose fit has returned, and they continue as in one run: one
+        solver trained by several Trainers in turn keeps its step counter,
+        moving average, safeguard and counts.
+
+        :param holder: The callback.
+        :raises ValueError: If another callback drives them now (two
+            ``NTKCallback`` in one Trainer, or a Trainer started while
+            another one's fit, validation or test is running).
+        """
+        if self.holder is not None and self.holder is not holder:
+            raise ValueError(
+                "This weighting is driven by another NTKCallback whose "
+                "Trainer is still running (two NTKCallbacks in one Trainer, "
+                "or a second Trainer started inside the first one's fit). "
+                "Pass at most one NTKCallback per Trainer and run one "
+                "Trainer at a time: a later Trainer takes the weighting over "
+                "once the earlier one's fit, validate or test has returned. "
+                "To train two solvers side by side, give each its own "
+                "weighting."
+            )
+        self.holder = holder
+
+    def release(self, holder):
+        """
+        End ``holder``'s drive (its fit, validation or test returned or
+        failed); a later callback may :meth:`acquire` the statistics.
+
+        :param holder: The callback passed to :meth:`acquire`.
+        """
+        if self.holder is holder:
+            self.holder = None
+
     def start(self, device):
         """
         Create the probe stream on ``device`` for a fit.
 
         Its base seed is the weighting's ``seed``; ``None`` draws one from
         torch's global generator (``lightning.seed_everything`` fixes it).
-        A state restored afterwards brings its own.
+        A later fit of the same statistics (another Trainer) keeps the seed
+        and moves the state to ``device``; a state restored afterwards
+        brings its own.
 
         :param device: The solver's device.
         """
-        seed = self.weighting.seed
-        if seed is None:
-            seed = int(torch.randint(0, 2**62, (1,)).item())
-        self.seed = seed
+        if self.seed is None:
+            seed = self.weighting.seed
+            if seed is None:
+                seed = int(torch.randint(0, 2**62, (1,)).item())
+            self.seed = seed
+        elif self._weights is not None and self._weights.device != device:
+            self.load_state_dict(self.state_dict(), device)
+        # reseeded at every due step: nothing of it is carried over
         self.generator = torch.Generator(device=device)
         self.reports.start_fit()
 
@@ -170,6 +220,7 @@ class KernelStatistics:
         """
         self.reports.start_step(residuals.device)
         self._residuals = residuals
+        self._step_weights_formed = False
         self._rank = rank
         self.in_training_step = True
         if not self.is_due():
@@ -185,7 +236,11 @@ class KernelStatistics:
         The condition weights of the running training step.
 
         Called by the weighting from inside PINA's loss aggregation, after
-        every condition's residual has been computed.
+        every condition's residual has been computed. A closure optimiser
+        (L-BFGS) evaluates the loss several times in one optimisation step:
+        the weights are formed at the first evaluation and reused by the
+        later ones, so its line search sees one objective, at most one
+        sample is drawn and the step counts once.
 
         :param dict losses: ``{condition: scalar loss}``.
         :return: ``{condition: 0-d weight tensor}``.
@@ -194,6 +249,9 @@ class KernelStatistics:
         """
         names = list(losses)
         self.check_names(names)
+        if self._step_weights_formed:
+            return self.weight_tensors
+        self._step_weights_formed = True
         residuals = self._residuals
         if self.is_due():
             params = residuals.parameters()
@@ -276,6 +334,7 @@ class KernelStatistics:
         self._pending = None
         self._tap = None
         self._residuals = None
+        self._step_weights_formed = False
         self.in_training_step = False
 
     # ------------------------------------------------------- the statistics

@@ -35,6 +35,7 @@ def statistics_stub(calls, needs=True, values=None, weighting=None):
         state_dict=calls.method("state_dict", {"step": 4}),
         start=calls.method("start"),
         close=calls.method("close"),
+        release=calls.method("release"),
     )
 
 
@@ -69,10 +70,11 @@ def test_a_step_records_only_when_the_statistics_read_residuals():
         assert calls == expected
 
 
-def test_the_backward_pass_completes_a_deferred_sample():
+def test_the_backward_pass_completes_a_deferred_sample_then_stops_recording():
+    # a closure optimiser's later evaluations in the step record nothing
     calls = Calls()
     callback_with(calls).on_after_backward(TRAINER, None)
-    assert calls == [("complete_deferred",)]
+    assert calls == [("complete_deferred",), ("stop",)]
 
 
 @pytest.mark.parametrize(
@@ -131,11 +133,15 @@ def test_an_empty_state_restores_nothing():
     assert NTKCallback().state_dict() == {}  # before setup
 
 
-def test_teardown_detaches_the_recorder_and_closes_the_step():
+@pytest.mark.parametrize("hook", ["teardown", "on_exception"])
+def test_the_end_of_a_run_detaches_closes_and_releases(hook):
+    # a failed run ends in on_exception, without teardown: a later Trainer
+    # must still be able to take the weighting over
     calls = Calls()
-    callback_with(calls).teardown(TRAINER, None, "fit")
-    assert calls == [("detach",), ("close",)]
-    NTKCallback().teardown(TRAINER, None, "fit")  # before setup: nothing
+    callback = callback_with(calls)
+    getattr(callback, hook)(TRAINER, None, "fit")
+    assert calls == [("detach",), ("close",), ("release", callback)]
+    getattr(NTKCallback(), hook)(TRAINER, None, "fit")  # before setup
 
 
 def test_messages_go_to_info_or_warnings_by_their_category(monkeypatch):
@@ -159,15 +165,30 @@ def test_messages_go_to_info_or_warnings_by_their_category(monkeypatch):
     assert taken[-1] == (["a"], (1, 2), False)
 
 
-def test_setup_keeps_the_statistics_of_the_same_weighting(monkeypatch):
+class WeightingStub(SimpleNamespace):
+    """A weighting whose ``connect`` records and keeps its driver."""
+
+    def __init__(self, calls):
+        super().__init__(driver=None)
+        self._calls = calls
+
+    def connect(self, driver):
+        self._calls.append(("connect", driver))
+        self.driver = driver
+
+
+def test_setup_takes_over_the_weightings_statistics(monkeypatch):
     calls = Calls()
-    weighting = SimpleNamespace(connect=calls.method("connect"))
+    weighting = WeightingStub(calls)
     made = []
 
     class Statistics:
         def __init__(self, rule, reduction, global_sum):
             made.append((rule, reduction))
             self.weighting = rule
+
+        def acquire(self, holder):
+            calls.append(("acquire", holder))
 
     class Recorder:
         def __init__(self, solver):
@@ -177,29 +198,40 @@ def test_setup_keeps_the_statistics_of_the_same_weighting(monkeypatch):
         def attach(self):
             calls.append(("attach",))
 
-    monkeypatch.setattr(module, "check_kernel_training", lambda t, s: weighting)
+    monkeypatch.setattr(
+        module, "check_kernel_training", lambda t, s: s.weighting
+    )
     monkeypatch.setattr(module, "solver_reduction", lambda s: "sum")
     monkeypatch.setattr(module, "KernelStatistics", Statistics)
     monkeypatch.setattr(module, "ResidualRecorder", Recorder)
     monkeypatch.setattr(module, "rank_zero_info", calls.method("info"))
-    solver = SimpleNamespace(trainer=SimpleNamespace(world_size=1))
+    solver = SimpleNamespace(
+        trainer=SimpleNamespace(world_size=1), weighting=weighting
+    )
     trainer = SimpleNamespace(log_every_n_steps=0)
     callback = NTKCallback()
     callback.setup(trainer, solver, "fit")
     first = callback.statistics
     assert made == [(weighting, "sum"), ("recorder", solver)]
-    assert calls[:2] == [("connect", first), ("attach",)]
+    assert calls[:3] == [("acquire", callback), ("connect", first), ("attach",)]
     # PINA's full-batch trainer drops log_every_n_steps: say so
-    assert calls[2][0] == "info" and "log_every_n_steps" in calls[2][1]
+    assert calls[3][0] == "info" and "log_every_n_steps" in calls[3][1]
     callback.setup(SimpleNamespace(log_every_n_steps=5), solver, "fit")
     assert callback.statistics is first and len(made) == 2
-    assert calls[3:] == [("connect", first), ("attach",)]  # no message
+    assert calls[4:] == [("acquire", callback), ("connect", first), ("attach",)]
+    # a later Trainer's callback takes the same statistics over
+    later = NTKCallback(log_every_n_steps=3)
+    calls.clear()
+    later.setup(trainer, solver, "fit")
+    assert later.statistics is first and len(made) == 3  # its own recorder
+    assert calls == [("acquire", later), ("connect", first), ("attach",)]
     # another weighting (a new solver): new statistics and recorder
-    weighting = SimpleNamespace(connect=calls.method("connect"))
-    other = SimpleNamespace(trainer=solver.trainer)
-    NTKCallback.setup(callback, trainer, other, "fit")
+    other = SimpleNamespace(
+        trainer=solver.trainer, weighting=WeightingStub(calls)
+    )
+    callback.setup(trainer, other, "fit")
     assert callback.statistics is not first
-    assert made[2:] == [(weighting, "sum"), ("recorder", other)]
+    assert made[3:] == [(other.weighting, "sum"), ("recorder", other)]
     # an interval of the callback's own: no message
     calls.clear()
     NTKCallback(log_every_n_steps=3).setup(trainer, other, "fit")

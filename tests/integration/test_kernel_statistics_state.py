@@ -36,9 +36,9 @@ def test_before_start_no_step_runs_and_no_stream_exists():
 
 
 def test_without_a_seed_start_draws_a_wide_one_from_the_global_generator():
-    statistics = KernelStatistics(SketchNTKWeighting(), "mean")
     seeds = []
     for draw in range(2):
+        statistics = KernelStatistics(SketchNTKWeighting(), "mean")
         torch.manual_seed(draw)
         expected = int(torch.randint(0, 2**62, (1,)).item())
         torch.manual_seed(draw)
@@ -48,6 +48,38 @@ def test_without_a_seed_start_draws_a_wide_one_from_the_global_generator():
     # 62 bits, not 2 * 62: distinct draws
     assert seeds[0] != seeds[1] and max(seeds) > 2**32
     assert statistics.generator.device == torch.device("cpu")
+
+
+def test_a_later_fit_keeps_the_seed_and_a_given_seed_is_used():
+    # a second Trainer continues the run: its probes continue the stream
+    statistics = KernelStatistics(SketchNTKWeighting(), "mean")
+    torch.manual_seed(0)
+    statistics.start(torch.device("cpu"))
+    first = statistics.seed
+    statistics.start(torch.device("cpu"))
+    assert statistics.seed == first
+    seeded = KernelStatistics(SketchNTKWeighting(seed=11), "mean")
+    seeded.start(torch.device("cpu"))
+    assert seeded.seed == 11
+
+
+def test_one_holder_at_a_time_and_a_released_one_is_taken_over():
+    statistics = KernelStatistics(NTKWeighting(), "mean")
+    first, second = object(), object()
+    statistics.acquire(first)
+    statistics.acquire(first)  # the same callback again (validate, test)
+    with pytest.raises(ValueError) as error:
+        statistics.acquire(second)
+    message = str(error.value)
+    assert "driven by another NTKCallback whose Trainer is still running" in (
+        message
+    )
+    assert "run one Trainer at a time" in message
+    statistics.release(second)  # not the holder: nothing changes
+    assert statistics.holder is first
+    statistics.release(first)
+    statistics.acquire(second)
+    assert statistics.holder is second
 
 
 def test_the_condition_check_names_both_batches_and_the_remedy():
