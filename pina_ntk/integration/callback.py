@@ -103,7 +103,7 @@ class NTKCallback(Callback):
         """Hand the step to the statistics; record it if they read it."""
         self._recorder.attach()
         if self.statistics.needs_residuals:
-            self._recorder.start()
+            self._recorder.start(batch_idx)
         self.statistics.begin_step(trainer.global_rank, self._recorder)
 
     @override

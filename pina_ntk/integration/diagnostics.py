@@ -61,7 +61,10 @@ def ntk_traces(solver, method="exact", **options):
     Per-condition NTK traces ``Tr(K_cc)`` on the solver's discretisation.
 
     Residuals are the plain ``condition.evaluate`` residuals at the points
-    stored in the conditions (a causal solver's time slicing is not applied).
+    stored in the conditions: a causal solver's time slicing and the
+    factors the causal, RBA and autoregressive solvers put on the squared
+    residual inside their losses, which the weightings' kernel includes in
+    training, are not applied here.
 
     :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
     :param str method: ``"exact"`` (:class:`~pina_ntk.NTKWeighting`'s

@@ -16,14 +16,25 @@ checks it). What is touched, and why:
   records residuals (:func:`wrap_evaluate`, :func:`unwrap_evaluate`);
 * ``condition.data`` and its ``data`` dict: a condition's stored points
   (:func:`condition_data`, :func:`condition_points`,
-  :func:`store_condition_points`).
+  :func:`store_condition_points`);
+* the factors PINA's solvers put on the squared residual inside a
+  condition's loss: ``solver._loss_fn``, the causal solver's ``eps`` and
+  ``regularized_conditions``, the RBA solver's attention buffers
+  (``weight_buffers``) and the autoregressive solver's ``_running_avg``
+  (:func:`residual_loss_scales`).
 """
 
 from collections.abc import Sequence
 
 import torch
 from lightning.pytorch.utilities import rank_zero_warn
-from pina.solver import SingleModelSolver
+from pina.condition import InputTargetCondition
+from pina.solver import (
+    AutoregressiveSingleModelSolver,
+    CausalPhysicsInformedSingleModelSolver,
+    RBAPhysicsInformedSingleModelSolver,
+    SingleModelSolver,
+)
 from pina.weighting import BaseWeighting
 
 from ..core.weights import REDUCTIONS
@@ -134,6 +145,84 @@ def check_kernel_training(trainer, solver):
             f" the solver uses {type(solver.loss).__name__}."
         )
     return weighting
+
+
+@torch.no_grad()
+def residual_loss_scales(solver, owners, residuals, batch_index):
+    """
+    The factors by which a solver's condition loss weighs each recorded
+    residual entry, as square roots: the residual of the loss it minimises.
+
+    PINA's physics-informed and supervised solvers minimise
+    ``reduce(loss_fn(r, 0))`` of each condition's residual ``r``; three
+    solvers put a factor ``f`` inside, ``reduce(f * loss_fn(r, 0))``, with
+    ``f`` out of the autograd graph:
+
+    * causal, on its regularised conditions: ``f[t] = exp(-eps *
+      cumsum_{s <= t} loss_fn(r[s], 0))`` over the ``n_steps`` time slices
+      (one recorded call each, in time order), entry by entry;
+    * RBA, on its regularised conditions: the attention weight of each
+      point, read from its buffer after this step's update, at the rows
+      PINA reads for batch ``batch_index``;
+    * autoregressive, with ``eps != 0``: ``f[t] = exp(-eps * cumsum(m))``
+      of the running averages ``m`` of its unrolling steps' losses.
+
+    The kernel of the loss is then that of ``sqrt(f) * r``. The
+    gradient-enhanced solver's penalty adds terms in the input derivatives
+    of ``r``, not a factor: it is not covered (``docs/guide.md``, *Which
+    residual the kernel is taken of*).
+
+    :param solver: The PINA solver.
+    :param owners: The condition of each recorded call, in call order.
+    :type owners: list[str]
+    :param residuals: The recorded residuals, in call order.
+    :type residuals: list[torch.Tensor]
+    :param int batch_index: The training batch's index in its epoch.
+    :return: Per call, ``(scale, per_point)``: ``scale`` broadcasts to the
+        call's residual (``None``: 1) and ``per_point`` says whether its
+        leading dimension runs over the call's points (then a chunk of
+        points takes the matching rows).
+    :rtype: list[tuple]
+    """
+    scales = [(None, False)] * len(residuals)
+    if isinstance(solver, CausalPhysicsInformedSingleModelSolver):
+        for name in solver.regularized_conditions:
+            if isinstance(
+                solver.problem.conditions[name], InputTargetCondition
+            ):
+                continue
+            calls = [i for i, owner in enumerate(owners) if owner == name]
+            losses = torch.stack(
+                [_entry_losses(solver, residuals[i]) for i in calls]
+            )
+            factors = torch.exp(-solver.eps * torch.cumsum(losses, dim=0))
+            for i, factor in zip(calls, factors):
+                scales[i] = (factor.sqrt(), True)
+    elif isinstance(solver, RBAPhysicsInformedSingleModelSolver):
+        for i, (owner, residual) in enumerate(zip(owners, residuals)):
+            if owner in solver.regularized_conditions:
+                buffer = getattr(solver, solver.weight_buffers[owner])
+                count, total = residual.shape[0], buffer.shape[0]
+                start = (batch_index * count) % total
+                rows = torch.arange(start, start + count) % total
+                scales[i] = (buffer[rows.to(buffer.device)].sqrt(), True)
+    elif isinstance(solver, AutoregressiveSingleModelSolver) and solver.eps:
+        for i, owner in enumerate(owners):
+            averages = solver._running_avg[owner]
+            factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
+            scales[i] = (factors.sqrt(), False)
+    return [
+        (None if s is None else as_plain_tensor(s).detach().clone(), p)
+        for s, p in scales
+    ]
+
+
+def _entry_losses(solver, residual):
+    """``loss_fn(r, 0)`` entry by entry, as the solver's loss takes it."""
+    residual = as_plain_tensor(residual)
+    return as_plain_tensor(
+        solver._loss_fn(residual, torch.zeros_like(residual))
+    )
 
 
 # -------------------------------------------------------------- weightings

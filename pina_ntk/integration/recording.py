@@ -15,6 +15,7 @@ from torch.func import functional_call
 from .pina_adapter import (
     as_plain_tensor,
     class_evaluate,
+    residual_loss_scales,
     trainable_parameters,
     unwrap_evaluate,
     wrap_evaluate,
@@ -62,30 +63,66 @@ class _Evaluate(torch.nn.Module):
 
 
 class _Replay(torch.nn.Module):
-    """Evaluates recorded ``condition.evaluate`` calls; holds the solver as a
-    submodule so that functional_call can swap its parameters."""
+    """Evaluates recorded ``condition.evaluate`` calls, each times its
+    scale; holds the solver as a submodule so that functional_call can swap
+    its parameters."""
 
-    def __init__(self, solver, calls, chunk_size=None):
+    def __init__(self, solver, calls, chunk_size=None, scales=None):
         super().__init__()
         self.solver = solver
         self._calls = calls
         self._chunk_size = chunk_size
+        self._scales = scales or [(None, False)] * len(calls)
 
     def forward(self):
         if self._chunk_size is None:
             return [
-                as_plain_tensor(evaluate(batch, self.solver))
-                for evaluate, batch in self._calls
+                scaled(as_plain_tensor(evaluate(batch, self.solver)), scale)
+                for (evaluate, batch), (scale, _) in zip(
+                    self._calls, self._scales
+                )
             ]
         return [
             torch.cat(
                 [
-                    as_plain_tensor(evaluate(chunk, self.solver)).detach()
-                    for chunk in point_chunks(batch, self._chunk_size)
+                    scaled(
+                        as_plain_tensor(evaluate(chunk, self.solver)), scale
+                    ).detach()
+                    for chunk, scale in scaled_chunks(
+                        batch, self._chunk_size, scales
+                    )
                 ]
             )
-            for evaluate, batch in self._calls
+            for (evaluate, batch), scales in zip(self._calls, self._scales)
         ]
+
+
+def scaled(residual, scale):
+    """``residual * scale`` (``scale`` ``None``: the residual itself)."""
+    return residual if scale is None else residual * scale
+
+
+def scaled_chunks(batch, chunk_size, scales):
+    """
+    :func:`point_chunks` of ``batch``, each with its rows of the call's
+    scale.
+
+    :param dict batch: The call's data.
+    :param int chunk_size: Points per chunk.
+    :param tuple scales: ``(scale, per_point)`` of
+        :func:`~pina_ntk.integration.pina_adapter.residual_loss_scales`.
+    :return: ``(chunk, scale)`` pairs.
+    :rtype: list[tuple]
+    """
+    scale, per_point = scales
+    chunks = point_chunks(batch, chunk_size)
+    if scale is None or not per_point or len(chunks) == 1:
+        return [(chunk, scale) for chunk in chunks]
+    starts = range(0, len(batch["input"]), chunk_size)
+    return [
+        (chunk, scale[start : start + chunk_size])
+        for chunk, start in zip(chunks, starts)
+    ]
 
 
 def point_chunks(batch, chunk_size):
@@ -118,7 +155,7 @@ def point_chunks(batch, chunk_size):
     return chunks
 
 
-def replay_residual_fn(solver, calls, names, chunk_size=None):
+def replay_residual_fn(solver, calls, names, chunk_size=None, scales=None):
     """
     A residual function that re-runs recorded condition evaluations.
 
@@ -135,13 +172,18 @@ def replay_residual_fn(solver, calls, names, chunk_size=None):
         a training step's graph. Valid when the model treats points
         independently (as PINA's feed-forward models do; not batch
         normalisation in training mode).
+    :param scales: Per call, ``(scale, per_point)`` of
+        :func:`~pina_ntk.integration.pina_adapter.residual_loss_scales`:
+        each call's residual is multiplied by its scale, the residual of
+        the solver's loss; ``None`` (default): the residuals as evaluated.
+    :type scales: list[tuple]
     :return: ``params -> list of residual blocks`` (one per name, flattened
         and concatenated over that condition's calls), whose
         :meth:`~ReplayedResiduals.chunks` also gives the residual chunk by
         chunk, each chunk with its own graph.
     :rtype: ReplayedResiduals
     """
-    return ReplayedResiduals(solver, calls, names, chunk_size)
+    return ReplayedResiduals(solver, calls, names, chunk_size, scales)
 
 
 class ReplayedResiduals:
@@ -152,11 +194,15 @@ class ReplayedResiduals:
     never modified). See :func:`replay_residual_fn` for the arguments.
     """
 
-    def __init__(self, solver, calls, names, chunk_size=None):
+    def __init__(self, solver, calls, names, chunk_size=None, scales=None):
         self._calls = list(calls)
         self._names = list(names)
+        self._scales = scales or [(None, False)] * len(self._calls)
         self._replay = _Replay(
-            solver, [(ev, batch) for _, ev, batch in self._calls], chunk_size
+            solver,
+            [(ev, batch) for _, ev, batch in self._calls],
+            chunk_size,
+            self._scales,
         )
         self._evaluate = _Evaluate(solver)
 
@@ -193,10 +239,12 @@ class ReplayedResiduals:
         for index, name in enumerate(self._names):
             if blocks is not None and not blocks[index]:
                 continue
-            for owner, evaluate, batch in self._calls:
+            for (owner, evaluate, batch), scales in zip(
+                self._calls, self._scales
+            ):
                 if owner != name:
                     continue
-                for chunk in point_chunks(batch, points):
+                for chunk, scale in scaled_chunks(batch, points, scales):
                     with torch.enable_grad():
                         residual = functional_call(
                             self._evaluate,
@@ -204,7 +252,8 @@ class ReplayedResiduals:
                             (evaluate, chunk),
                             strict=False,
                         )
-                    yield index, as_plain_tensor(residual).reshape(-1)
+                    residual = scaled(as_plain_tensor(residual), scale)
+                    yield index, residual.reshape(-1)
 
 
 def _prefixed(params):
@@ -258,6 +307,8 @@ class ResidualRecorder:
         self.residuals = []
         self.recording = False
         self.tap = None  # a ConditionGradientTap for this step, or None
+        self.batch_index = 0  # of the recorded step, in its epoch
+        self._scales = None  # the step's residual_loss_scales, when read
         self._evaluate = _Evaluate(solver)
 
     @property
@@ -290,17 +341,25 @@ class ResidualRecorder:
             and wrapper.name == name
         )
 
-    def start(self):
-        """Forget earlier calls and begin recording."""
+    def start(self, batch_index=0):
+        """
+        Forget earlier calls and begin recording.
+
+        :param int batch_index: The training batch's index in its epoch
+            (the RBA solver's attention rows depend on it).
+        """
         self.calls, self.residuals = [], []
         self.recording = True
         self.tap = None
+        self.batch_index = batch_index
+        self._scales = None
 
     def stop(self):
         """Stop recording and drop references to tensors."""
         self.recording = False
         self.calls, self.residuals = [], []
         self.tap = None
+        self._scales = None
 
     def tap_gradients(self, tap):
         """
@@ -340,9 +399,26 @@ class ResidualRecorder:
         """
         return trainable_parameters(self.solver)
 
+    def loss_scales(self):
+        """
+        The factors the solver's loss puts on the recorded residuals, as
+        square roots, read once per step after its loss has been formed
+        (:func:`~pina_ntk.integration.pina_adapter.residual_loss_scales`).
+
+        :return: Per recorded call, ``(scale, per_point)``.
+        :rtype: list[tuple]
+        """
+        if self._scales is None:
+            owners = [name for name, _, _ in self.calls]
+            self._scales = residual_loss_scales(
+                self.solver, owners, self.residuals, self.batch_index
+            )
+        return self._scales
+
     def blocks(self, names):
         """
-        The recorded residuals as blocks (with their autograd graph).
+        The residuals of the solver's loss, the recorded residuals times
+        their :meth:`loss_scales`, as blocks (with their autograd graph).
 
         :param names: The block order.
         :type names: list[str]
@@ -350,7 +426,11 @@ class ResidualRecorder:
         :rtype: list[torch.Tensor]
         """
         owners = [name for name, _, _ in self.calls]
-        return group_blocks(owners, self.residuals, names)
+        residuals = [
+            scaled(r, scale)
+            for r, (scale, _) in zip(self.residuals, self.loss_scales())
+        ]
+        return group_blocks(owners, residuals, names)
 
     def inputs(self):
         """
@@ -368,7 +448,8 @@ class ResidualRecorder:
 
     def residual_fn(self, names, chunk_size=None):
         """
-        The recorded calls as a function of the parameters.
+        The recorded calls as a function of the parameters, each times its
+        :meth:`loss_scales` (fixed at the step's values).
 
         :param names: The block order.
         :type names: list[str]
@@ -377,7 +458,11 @@ class ResidualRecorder:
         :rtype: callable
         """
         return replay_residual_fn(
-            self.solver, list(self.calls), names, chunk_size
+            self.solver,
+            list(self.calls),
+            names,
+            chunk_size,
+            self.loss_scales(),
         )
 
 

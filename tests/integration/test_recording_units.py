@@ -14,6 +14,7 @@ from pina_ntk.integration.recording import (
     ResidualRecorder,
     group_blocks,
     point_chunks,
+    scaled_chunks,
 )
 
 from helpers import make_solver, make_trainer, mlp, untouched_line_problem
@@ -35,6 +36,26 @@ def test_chunks_slice_every_per_point_tensor_and_nothing_else():
         assert chunk["input"].is_leaf and chunk["input"].requires_grad
         assert not chunk["target"].requires_grad
         assert chunk["scale"] is scale and chunk["w"] is other
+
+
+def test_a_per_point_scale_follows_its_points_into_the_chunks():
+    points = torch.arange(5.0).reshape(5, 1)
+    per_point = torch.arange(10.0, 15.0).reshape(5, 1)
+    chunks = scaled_chunks({"input": points}, 2, (per_point, True))
+    # each chunk's rows of the scale are its points' rows
+    for chunk, scale in chunks:
+        assert torch.equal(scale, chunk["input"].detach() + 10.0)
+    assert len(chunks) == 3
+    # a scale over another dimension (the autoregressive solver's steps)
+    # broadcasts whole; no scale stays none
+    steps = torch.rand(4, 1, 1)
+    assert all(
+        s is steps
+        for _, s in scaled_chunks({"input": points}, 2, (steps, False))
+    )
+    assert all(
+        s is None for _, s in scaled_chunks({"input": points}, 2, (None, False))
+    )
 
 
 def test_data_of_graphs_or_of_one_chunk_stays_whole():

@@ -242,10 +242,12 @@ def causal_reaction(weighting, points=None):
 @pytest.mark.slow
 def test_the_default_forms_weights_under_the_causal_solver():
     # With PINA's causal solver the PDE block holds ten time slices of the
-    # interior points; its cross terms drowned the edges' sketches, whose
-    # averages came out negative at the warm start, so the weights stayed 1
-    # for the whole run with one warning. Six samples after the warm start
-    # (the reproduction trains 300 steps: the same warm start).
+    # interior points, each weighted in the loss by exp(-eps * the losses
+    # of the slices up to it) (eps = 100). Before the kernel took those
+    # weights, the slices' cross terms drowned the edges' sketches and the
+    # weights stayed 1 with one warning; now the late slices, nearly
+    # switched off in the loss, are nearly out of the kernel too, and the
+    # PDE, whose loss is the smallest, gets the largest weight.
     weighting = SketchNTKWeighting(seed=0)
     solver = causal_reaction(weighting)
     logger, history = MemoryLogger(), WeightHistory()
@@ -254,11 +256,11 @@ def test_the_default_forms_weights_under_the_causal_solver():
         make_trainer(solver, 60, callbacks=[history], logger=logger).train()
     assert not rejection_warnings(record)
     assert logger.last("ntk_rejected/negative") == 0
-    assert weighting.driver.isolated_blocks  # the edges were drowned
     final = history.weights[-1]
     assert all(v != 1.0 for v in final.values())
-    # the edges and the start get weights above the PDE's
-    assert min(final["initial"], final["left"], final["right"]) > final["pde"]
+    assert final["pde"] > 10 * max(
+        final["initial"], final["left"], final["right"]
+    )
 
 
 def test_fresh_points_with_the_causal_solver():

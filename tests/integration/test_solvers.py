@@ -65,22 +65,16 @@ def test_physics_informed_solver_variants(solver_cls, kind, every):
     )
 
 
-@pytest.mark.parametrize(
-    "solver_cls",
-    [
-        GradientPhysicsInformedSingleModelSolver,
-        RBAPhysicsInformedSingleModelSolver,
-    ],
-)
-def test_gradient_enhanced_and_rba_kernels_are_the_condition_residuals(
-    solver_cls,
-):
+def test_the_gradient_enhanced_kernel_is_the_condition_residuals():
     # The kernel is that of the residual R_c each condition's evaluate
-    # returns (what pina-ntk records), taken at theta_0; the gradient
-    # penalty of the gradient-enhanced solver and the attention factors of
-    # the RBA solver act on the loss after it and are not part of it.
+    # returns (what pina-ntk records), taken at theta_0: the gradient
+    # penalty of the gradient-enhanced solver is not part of it (the
+    # solvers whose loss weighs the residual entries:
+    # test_solver_kernels.py); outside training, ntk_traces takes every
+    # solver's plain residual
     problem = make_problem("poisson")
     torch.manual_seed(0)
+    solver_cls = GradientPhysicsInformedSingleModelSolver
     solver = solver_cls(
         problem, mlp(2, 1), weighting=NTKWeighting(safeguard=None)
     )

@@ -132,9 +132,9 @@ def test_residuals_are_recorded_only_at_steps_that_read_them(
     recorded = []
     start = ResidualRecorder.start
 
-    def spy(recorder):
+    def spy(recorder, batch_index):
         recorded.append(recorder.solver.trainer.global_step)
-        start(recorder)
+        start(recorder, batch_index)
 
     def run():
         lightning.seed_everything(0, verbose=False)

@@ -1,0 +1,171 @@
+"""The kernel is that of the loss each solver minimises, in float64.
+
+PINA's causal, RBA and autoregressive solvers weigh each squared residual
+entry inside a condition's loss by a factor ``f`` out of the autograd
+graph: the loss is ``mean(f * r^2)``, the mean of the squares of
+``s = sqrt(f) * r``, and the kernel of that loss is the kernel of ``s``.
+Each test derives ``f`` from the solver's documented rule, checks it
+against the condition loss PINA itself computes at the same parameters,
+builds the Jacobian of ``s`` row by row in float64 (``reference.py``) and
+compares its block traces with those ``NTKWeighting`` used at the first
+step. A weighting that took the plain residual, or ``f`` instead of its
+square root, fails them.
+"""
+
+import copy
+
+import lightning
+import pytest
+import torch
+from pina import LabelTensor
+from pina.solver import (
+    AutoregressiveSingleModelSolver,
+    CausalPhysicsInformedSingleModelSolver,
+    RBAPhysicsInformedSingleModelSolver,
+)
+
+from pina_ntk import NTKWeighting
+
+from helpers import make_problem, make_trainer, mlp, series_problem
+from reference import jacobian_rows
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(default)
+
+
+class FirstBatch(lightning.Callback):
+    """Keeps the first training batch and the parameters it was taken at."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, index):
+        if not hasattr(self, "batch"):
+            self.batch = {name: dict(data) for name, data in batch}
+            self.state = copy.deepcopy(pl_module.state_dict())
+
+
+def first_step_traces(solver):
+    """Train one step with exact weights; return the traces it used, the
+    first batch, and leave the solver at its first step's parameters."""
+    first = FirstBatch()
+    make_trainer(solver, 1, callbacks=[first]).train()
+    solver.load_state_dict(first.state)
+    return solver.weighting.driver.traces, first.batch
+
+
+def trace(residual, solver):
+    """``sum_i ||grad_theta s_i||^2`` in float64, row by row."""
+    params = [p for p in solver.parameters() if p.requires_grad]
+    return float((jacobian_rows(residual, params) ** 2).sum())
+
+
+def plain(tensor):
+    return torch.Tensor.as_subclass(tensor, torch.Tensor)
+
+
+def evaluate(solver, name, data):
+    condition = solver.problem.conditions[name]
+    return plain(type(condition).evaluate(condition, data, solver))
+
+
+def pina_condition_loss(solver, name, data):
+    # PINA's own condition loss at the present parameters (a private method:
+    # the tests' only way to the loss before the weighting aggregates it)
+    condition = solver.problem.conditions[name]
+    return float(solver._compute_condition_loss(condition, data, 0).detach())
+
+
+def test_causal_solver_kernel_is_its_time_weighted_residual():
+    eps, slices = 50.0, 3
+    lightning.seed_everything(0, verbose=False)
+    problem = make_problem("wave", n=6)
+    solver = CausalPhysicsInformedSingleModelSolver(
+        problem,
+        mlp(2, 1, width=6),
+        weighting=NTKWeighting(safeguard=None),
+        eps=eps,
+        n_steps=slices,
+        regularized_conditions=["D"],
+    )
+    traces, batch = first_step_traces(solver)
+    spatial = batch["D"]["input"].extract(solver.spatial_variables)
+    residuals = []
+    for time in torch.linspace(0, 1, slices):
+        times = LabelTensor(torch.full((len(spatial), 1), float(time)), ["t"])
+        points = LabelTensor.cat([spatial, times], dim=1).requires_grad_(True)
+        residuals.append(evaluate(solver, "D", {"input": points}))
+    squares = torch.stack([r.detach() ** 2 for r in residuals])
+    factors = torch.exp(-eps * torch.cumsum(squares, dim=0))
+    assert float(factors.min()) < 0.9  # the time weights matter here
+    # the factors are the solver's: its loss is mean(f * r^2)
+    assert pina_condition_loss(solver, "D", batch["D"]) == pytest.approx(
+        float((factors * squares).mean()), rel=1e-12
+    )
+    effective = torch.cat([f.sqrt() * r for f, r in zip(factors, residuals)])
+    assert traces["D"] == pytest.approx(trace(effective, solver), rel=1e-6)
+    for name in ("t0", "boundary"):  # not regularised: the plain residual
+        plain_residual = evaluate(solver, name, batch[name])
+        assert traces[name] == pytest.approx(
+            trace(plain_residual, solver), rel=1e-6
+        )
+
+
+@pytest.mark.parametrize("chunk_size", [8, 3])
+def test_rba_solver_kernel_is_its_attention_weighted_residual(
+    chunk_size, recwarn
+):
+    # chunks of 3 of 8 points: the first chunk, checked against the step's
+    # residual, takes its own rows of the attention weights
+    lightning.seed_everything(0, verbose=False)
+    problem = make_problem("poisson", n=8)
+    solver = RBAPhysicsInformedSingleModelSolver(
+        problem,
+        mlp(2, 1, width=6),
+        weighting=NTKWeighting(safeguard=None, chunk_size=chunk_size),
+        eta=0.5,
+        gamma=0.9,
+    )
+    traces, batch = first_step_traces(solver)
+    assert not [w for w in recwarn if "couples the points" in str(w.message)]
+    for name in ("D", "boundary"):
+        residual = evaluate(solver, name, batch[name])
+        # the attention weights after the first update from zero:
+        # eta * |r_i| / max |r| (PINA's RBA rule)
+        norms = residual.detach().norm(dim=1, keepdim=True)
+        attention = 0.5 * norms / norms.max()
+        buffer = getattr(solver, solver.weight_buffers[name])
+        buffer.zero_()  # as before the first step, for PINA's own loss
+        assert pina_condition_loss(solver, name, batch[name]) == (
+            pytest.approx(float((attention * residual**2).mean()), rel=1e-12)
+        )
+        effective = attention.sqrt() * residual
+        assert traces[name] == pytest.approx(trace(effective, solver), rel=1e-6)
+
+
+def test_autoregressive_solver_kernel_is_its_step_weighted_residual():
+    eps = 3.0
+    lightning.seed_everything(0, verbose=False)
+    solver = AutoregressiveSingleModelSolver(
+        series_problem(),
+        mlp(2, 2, width=6),
+        weighting=NTKWeighting(safeguard=None),
+        eps=eps,
+    )
+    traces, batch = first_step_traces(solver)
+    for name in ("long", "short"):
+        residual = evaluate(solver, name, batch[name])
+        squares = residual.detach() ** 2
+        # the first running average of each unrolling step's loss is that
+        # step's mean loss; f_t = exp(-eps * cumsum of the averages)
+        means = squares.mean(dim=tuple(range(1, squares.dim())), keepdim=True)
+        factors = torch.exp(-eps * torch.cumsum(means, dim=0))
+        assert float(factors.min()) < 0.9
+        solver.on_train_epoch_start()  # PINA resets its running averages
+        assert pina_condition_loss(solver, name, batch[name]) == (
+            pytest.approx(float((factors * squares).mean()), rel=1e-12)
+        )
+        effective = factors.sqrt() * residual
+        assert traces[name] == pytest.approx(trace(effective, solver), rel=1e-6)
