@@ -217,6 +217,19 @@ def residual_loss_scales(solver, owners, residuals, batch_index):
     ]
 
 
+def residual_points_dim(solver):
+    """
+    The dimension of a condition's residual that runs over its points (the
+    leading dimension of its input): the autoregressive solver stacks its
+    unrolling steps first (``[steps, trajectories, ...]``), every other
+    solver returns the points first.
+
+    :param solver: The PINA solver.
+    :rtype: int
+    """
+    return 1 if isinstance(solver, AutoregressiveSingleModelSolver) else 0
+
+
 def _entry_losses(solver, residual):
     """``loss_fn(r, 0)`` entry by entry, as the solver's loss takes it."""
     residual = as_plain_tensor(residual)

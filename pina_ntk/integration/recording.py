@@ -16,6 +16,7 @@ from .pina_adapter import (
     as_plain_tensor,
     class_evaluate,
     residual_loss_scales,
+    residual_points_dim,
     trainable_parameters,
     unwrap_evaluate,
     wrap_evaluate,
@@ -73,11 +74,13 @@ class _Replay(torch.nn.Module):
         self._calls = calls
         self._chunk_size = chunk_size
         self._scales = scales or [(None, False)] * len(calls)
+        self._points_dim = residual_points_dim(solver)
 
     def forward(self):
+        dim = self._points_dim
         if self._chunk_size is None:
             return [
-                scaled(as_plain_tensor(evaluate(batch, self.solver)), scale)
+                loss_entries(evaluate(batch, self.solver), scale, dim)
                 for (evaluate, batch), (scale, _) in zip(
                     self._calls, self._scales
                 )
@@ -85,9 +88,9 @@ class _Replay(torch.nn.Module):
         return [
             torch.cat(
                 [
-                    scaled(
-                        as_plain_tensor(evaluate(chunk, self.solver)), scale
-                    ).detach()
+                    loss_entries(evaluate(chunk, self.solver), scale, dim)
+                    .detach()
+                    .reshape(-1)
                     for chunk, scale in scaled_chunks(
                         batch, self._chunk_size, scales
                     )
@@ -97,9 +100,24 @@ class _Replay(torch.nn.Module):
         ]
 
 
-def scaled(residual, scale):
-    """``residual * scale`` (``scale`` ``None``: the residual itself)."""
-    return residual if scale is None else residual * scale
+def loss_entries(residual, scale, points_dim):
+    """
+    A call's residual as the entries of the solver's loss: times its scale
+    (``None``: 1), its points' dimension first, so that the chunks of
+    points of a call, flattened one after the other, give the whole call's
+    entries in the same order.
+
+    :param torch.Tensor residual: What ``condition.evaluate`` returned.
+    :param torch.Tensor scale: See
+        :func:`~pina_ntk.integration.pina_adapter.residual_loss_scales`.
+    :param int points_dim: See
+        :func:`~pina_ntk.integration.pina_adapter.residual_points_dim`.
+    :rtype: torch.Tensor
+    """
+    residual = as_plain_tensor(residual)
+    if scale is not None:
+        residual = residual * scale
+    return residual.movedim(points_dim, 0)
 
 
 def scaled_chunks(batch, chunk_size, scales):
@@ -198,6 +216,7 @@ class ReplayedResiduals:
         self._calls = list(calls)
         self._names = list(names)
         self._scales = scales or [(None, False)] * len(self._calls)
+        self._points_dim = residual_points_dim(solver)
         self._replay = _Replay(
             solver,
             [(ev, batch) for _, ev, batch in self._calls],
@@ -252,8 +271,8 @@ class ReplayedResiduals:
                             (evaluate, chunk),
                             strict=False,
                         )
-                    residual = scaled(as_plain_tensor(residual), scale)
-                    yield index, residual.reshape(-1)
+                    entries = loss_entries(residual, scale, self._points_dim)
+                    yield index, entries.reshape(-1)
 
 
 def _prefixed(params):
@@ -426,8 +445,9 @@ class ResidualRecorder:
         :rtype: list[torch.Tensor]
         """
         owners = [name for name, _, _ in self.calls]
+        dim = residual_points_dim(self.solver)
         residuals = [
-            scaled(r, scale)
+            loss_entries(r, scale, dim)
             for r, (scale, _) in zip(self.residuals, self.loss_scales())
         ]
         return group_blocks(owners, residuals, names)

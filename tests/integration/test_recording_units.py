@@ -7,9 +7,13 @@ import copy
 
 import pytest
 import torch
-from pina.solver import PhysicsInformedSingleModelSolver
+from pina.solver import (
+    AutoregressiveSingleModelSolver,
+    PhysicsInformedSingleModelSolver,
+)
 
 from pina_ntk.core.gradient_band import ConditionGradientTap
+from pina_ntk.integration.pina_adapter import condition_data
 from pina_ntk.integration.recording import (
     ResidualRecorder,
     group_blocks,
@@ -17,7 +21,13 @@ from pina_ntk.integration.recording import (
     scaled_chunks,
 )
 
-from helpers import make_solver, make_trainer, mlp, untouched_line_problem
+from helpers import (
+    make_solver,
+    make_trainer,
+    mlp,
+    series_problem,
+    untouched_line_problem,
+)
 
 
 def test_chunks_slice_every_per_point_tensor_and_nothing_else():
@@ -119,6 +129,35 @@ def test_chunked_replay_gives_the_same_values_without_a_graph():
     for a, b in zip(whole, chunked):
         assert not b.requires_grad  # values only: no graph kept
         torch.testing.assert_close(b, a.detach())
+    recorder.detach()
+
+
+def test_chunked_replay_of_trajectories_keeps_the_entries_order():
+    # the autoregressive solver's residual is [steps, trajectories, ...]:
+    # chunks of trajectories flatten to the whole residual's entries, for
+    # the sketch's displaced evaluations and the exact traces' chunks
+    torch.manual_seed(0)
+    solver = AutoregressiveSingleModelSolver(
+        series_problem(), mlp(2, 2, width=6)
+    )
+    make_trainer(solver, 1, ntk=False)  # the conditions get their data
+    recorder = ResidualRecorder(solver)
+    recorder.attach()
+    recorder.start()
+    for condition in solver.problem.conditions.values():
+        condition.evaluate(condition_data(condition), solver)
+    names, params = ["long", "short"], recorder.parameters()
+    blocks = [b.detach() for b in recorder.blocks(names)]
+    whole = recorder.residual_fn(names)(params)
+    chunked = recorder.residual_fn(names, 2)(params)
+    by_chunks = [[], []]
+    for index, chunk in recorder.residual_fn(names).chunks(params, 2):
+        by_chunks[index].append(chunk.detach())
+    for block, a, b, parts in zip(blocks, whole, chunked, by_chunks):
+        torch.testing.assert_close(a.detach(), block)
+        torch.testing.assert_close(b, block)
+        torch.testing.assert_close(torch.cat(parts), block)
+        assert len(parts) == 3  # 5 trajectories, 2 a chunk
     recorder.detach()
 
 
