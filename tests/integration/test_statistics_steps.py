@@ -258,7 +258,8 @@ def test_a_deferred_sample_enters_at_the_next_step():
 
 def test_a_second_backward_pass_in_a_step_completes_nothing_more():
     # a closure optimiser (LBFGS) runs several backward passes per step:
-    # the prepared sample is completed after the first, once
+    # the prepared sample is completed after the first, once (the real
+    # torch.optim.LBFGS through PINA: test_closure_optimizers.py)
     rule = ScriptedRule(WARM, [sample(3.0, 5.0)], every=3, deferred=True)
     statistics = started(rule)
     statistics.begin_step(0, Residuals())
