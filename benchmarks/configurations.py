@@ -46,41 +46,67 @@ VARIANTS = (
     ("band", "gradient_band=4", {"gradient_band": 4.0}),
 )
 ESTIMATORS = (("predictor", "predictor"), ("parameter", "parameter-space"))
-# fmt: off
 CONFIGS = (
     ("unweighted", "unweighted (PINA default)", None),
     ("exact_every_step", "exact `NTKWeighting`, every step", ("exact", {})),
-    ("exact_every_period", "exact `NTKWeighting`, every {period} steps",
-     ("exact", {EVERY: "{period}"})),
-    ("exact_rayleigh_every_period",
-     'exact `NTKWeighting(statistic="rayleigh")`, every {period} steps',
-     ("exact", {EVERY: "{period}", "statistic": "rayleigh"})),
-    ("predictor_forward", "predictor sketch, forward difference, k = 1",
-     ("sketch", K1)),
-    ("predictor_central", "predictor sketch, central difference",
-     ("sketch", dict(K1, difference="central"))),
-    ("predictor_plain", "predictor sketch, `balanced_probe=False`",
-     ("sketch", dict(K1, balanced_probe=False))),
+    (
+        "exact_every_period",
+        "exact `NTKWeighting`, every {period} steps",
+        ("exact", {EVERY: "{period}"}),
+    ),
+    (
+        "exact_rayleigh_every_period",
+        'exact `NTKWeighting(statistic="rayleigh")`, every {period} steps',
+        ("exact", {EVERY: "{period}", "statistic": "rayleigh"}),
+    ),
+    (
+        "predictor_forward",
+        "predictor sketch, forward difference, k = 1",
+        ("sketch", K1),
+    ),
+    (
+        "predictor_central",
+        "predictor sketch, central difference",
+        ("sketch", dict(K1, difference="central")),
+    ),
+    (
+        "predictor_plain",
+        "predictor sketch, `balanced_probe=False`",
+        ("sketch", dict(K1, balanced_probe=False)),
+    ),
     ("parameter", "parameter-space sketch, k = 1", ("sketch", PARAMETER)),
-    *((f"{estimator}_every_{k}", f"{name} sketch, k = {k} (amortised)",
-       ("sketch", {"estimator": estimator, K: k}))
-      for estimator, name in ESTIMATORS for k in (10, 100)),
-    *((f"{estimator}_{variant}_every_10",
-       f"{name} sketch, `{option}`, k = 10 (amortised)",
-       ("sketch", {"estimator": estimator, K: 10, **options}))
-      for variant, option, options in VARIANTS
-      for estimator, name in ESTIMATORS),
-    ("predictor_same_step",
-     "predictor sketch, forward, `sample_after_backward=False`",
-     ("sketch", dict(K1, sample_after_backward=False))),
-    ("parameter_same_step",
-     "parameter-space sketch, `sample_after_backward=False`",
-     ("sketch", dict(PARAMETER, sample_after_backward=False))),
+    *(
+        (
+            f"{estimator}_every_{k}",
+            f"{name} sketch, k = {k} (amortised)",
+            ("sketch", {"estimator": estimator, K: k}),
+        )
+        for estimator, name in ESTIMATORS
+        for k in (10, 100)
+    ),
+    *(
+        (
+            f"{estimator}_{variant}_every_10",
+            f"{name} sketch, `{option}`, k = 10 (amortised)",
+            ("sketch", {"estimator": estimator, K: 10, **options}),
+        )
+        for variant, option, options in VARIANTS
+        for estimator, name in ESTIMATORS
+    ),
+    (
+        "predictor_same_step",
+        "predictor sketch, forward, `sample_after_backward=False`",
+        ("sketch", dict(K1, sample_after_backward=False)),
+    ),
+    (
+        "parameter_same_step",
+        "parameter-space sketch, `sample_after_backward=False`",
+        ("sketch", dict(PARAMETER, sample_after_backward=False)),
+    ),
     ("pina_ntk", "PINA `NeuralTangentKernelWeighting`", ("pina_ntk", {})),
     ("reference_evaluation", REFERENCE + "*", None),
     ("reference_predictor", REFERENCE + " and one `Jᵀg` backward*", None),
 )
-# fmt: on
 CONFIG_KEYS = tuple(key for key, _, _ in CONFIGS)
 LABELS = {key: label for key, label, _ in CONFIGS}
 SPECS = {key: spec for key, _, spec in CONFIGS}
@@ -99,27 +125,34 @@ FULL.update(problem="acoustic_wave")
 QUICK = dict(FULL, widths=[20, 40], points=[40, 20, 20], steps=5, warmup=2)
 QUICK.update(rounds=1, period=5, exact_steps=1, min_periods=1)
 #: Flags of the settings: name, help text, extra argparse options.
-# fmt: off
 SETTING_FLAGS = (
     ("steps", "measured steps per run", {}),
-    ("warmup", "discarded steps at the start of each run (step 0 is the "
-     "warm start)", {}),
+    (
+        "warmup",
+        "discarded steps at the start of each run (step 0 is the warm start)",
+        {},
+    ),
     ("rounds", "interleaved timing rounds", {}),
     ("threads", "torch intra-op threads in the workers", {}),
     ("widths", "hidden-layer widths", {"nargs": "+"}),
     ("depth", "hidden layers", {}),
-    ("points", "points of the conditions D, t0 and boundary",
-     {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")}),
+    (
+        "points",
+        "points of the conditions D, t0 and boundary",
+        {"nargs": 3, "metavar": ("D", "T0", "BOUNDARY")},
+    ),
     ("period", "steps between exact updates of the periodic row", {}),
     ("min_periods", "least whole periods a periodic row is timed over", {}),
     ("exact_steps", "measured steps of the exact-every-step row", {}),
     ("memory_steps", "steps of the memory runs", {}),
     ("seed", "first seed: points, initial network and probes", {}),
-    ("rows", "the rows measured, by key (unweighted always)",
-     {"type": str, "nargs": "+", "choices": CONFIG_KEYS[1:]}),
+    (
+        "rows",
+        "the rows measured, by key (unweighted always)",
+        {"type": str, "nargs": "+", "choices": CONFIG_KEYS[1:]},
+    ),
     ("problem", "the problem trained", {"type": str, "choices": [*PROBLEMS]}),
 )
-# fmt: on
 SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
 #: The integer settings (checked against their least value).
 COUNTS = [name for name, _, o in SETTING_FLAGS if o.get("type") is not str]

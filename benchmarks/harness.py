@@ -311,6 +311,13 @@ def markdown_table(header, rows, align=None):
     return lines
 
 
+def paragraphs(template, values):
+    """:return: ``template``'s paragraphs (split at blank lines), each on one
+    line once its whitespace is joined, formatted with ``values``."""
+    found = template.split("\n\n")
+    return [" ".join(p.split()).format_map(values) for p in found]
+
+
 def save_figure(fig, path):
     """Lay a figure out and save it at ``path`` (110 dpi), folders made."""
     fig.tight_layout()

@@ -29,17 +29,26 @@ EQUIVALENTS = os.path.join(harness.ROOT, "docs", "mutation-equivalents.md")
 #: Detected: a test failed, or the tests ran past mutmut's time limit.
 DETECTED = ("killed", "timeout")
 #: The counts of :func:`summary`, in the page's column order.
-COUNTS = ("mutants", "detected", "timeout", "equivalent", "survived",
-          "untested")  # fmt: skip
+COUNTS = (
+    "mutants",
+    "detected",
+    "timeout",
+    "equivalent",
+    "survived",
+    "untested",
+)
 #: Per layer: the modules mutated, the tests run against them (for each
 #: mutant mutmut runs those that call its function; not the ``slow``
 #: trainings, which would make a mutant take minutes), the target share of
 #: the non-equivalent mutants killed.
 LAYERS = {
     "core": (["pina_ntk/core/*"], ["tests/core"], 0.95),
-    "integration": (["pina_ntk/integration/*"],
-                    ["tests/integration", "-m", "not slow"], 0.90),
-}  # fmt: skip
+    "integration": (
+        ["pina_ntk/integration/*"],
+        ["tests/integration", "-m", "not slow"],
+        0.90,
+    ),
+}
 
 
 def scratch_project(layer):
@@ -55,7 +64,8 @@ def scratch_project(layer):
     Path(scratch, "pyproject.toml").write_text(
         f"{text}[tool.mutmut]\nsource_paths = ['pina_ntk/']\nalso_copy = "
         f"['docs/', 'benchmarks/']\nonly_mutate = {mutate}\n"
-        f"pytest_add_cli_args_test_selection = {tests}\n")  # fmt: skip
+        f"pytest_add_cli_args_test_selection = {tests}\n"
+    )
     return scratch
 
 
@@ -63,16 +73,21 @@ def sources(scope):
     """:return: ``{module: SHA-256 of its source}`` in ``scope``."""
     folder = Path(ROOT, *scope.split(".")[:2])
     found = {f"pina_ntk.{folder.name}.{p.stem}": p for p in folder.glob("*.py")}
-    return {m: hashlib.sha256(p.read_bytes()).hexdigest()
-            for m, p in found.items()
-            if f"{m}.".startswith(f"{scope}.")}  # fmt: skip
+    return {
+        m: hashlib.sha256(p.read_bytes()).hexdigest()
+        for m, p in found.items()
+        if f"{m}.".startswith(f"{scope}.")
+    }
 
 
 def mutant_statuses(folder):
     """:return: ``{mutant: status}`` of the last ``mutmut run`` there."""
-    listing = subprocess.check_output(["mutmut", "results", "--all", "true"],
-                                      cwd=folder, stderr=subprocess.PIPE,
-                                      text=True)  # fmt: skip
+    listing = subprocess.check_output(
+        ["mutmut", "results", "--all", "true"],
+        cwd=folder,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     lines = (line.strip().rpartition(": ") for line in listing.splitlines())
     return {name: status for name, _, status in lines if name}
 
@@ -123,33 +138,56 @@ def render(document):
     judged = {m: h for p in parts for m, h in p.get("sources", {}).items()}
     present = {**sources("pina_ntk.core"), **sources("pina_ntk.integration")}
     for m in sorted(m for m in modules if modules[m]["mutants"]):
-        layer, target = m.split(".")[1], LAYERS[m.split(".")[1]][2]
-        score, whole = modules[m]["score"], m == f"pina_ntk.{layer}"
+        layer = m.split(".")[1]
+        target = LAYERS[layer][2]
+        score = modules[m]["score"]
+        whole = m == f"pina_ntk.{layer}"
         scopes = [p["scope"] for p in parts]
-        runs = [str(i + 1) for i, s in enumerate(scopes) if f"{m}."
-                .startswith(f"{s}.") or f"{s}.".startswith(f"{m}.")]  # fmt: skip
-        current = all(judged.get(k) == present.get(k, "gone")
-                      for k in modules if k.count(".") == 2
-                      and f"{k}.".startswith(f"{m}."))  # fmt: skip
-        rows.append([f"**{layer}**" if whole else f"`{m}`",
-                     *(modules[m][key] for key in COUNTS),
-                     f"{100 * score:.1f} %", f"{100 * target:.0f} %: " + (
-                         "meets" if score >= target else "**misses**"),
-                     ", ".join(runs),
-                     "yes" if current else "**no**"])  # fmt: skip
-    header = ["module", "mutants", "killed", *COUNTS[2:], "score", "target",
-              "part", "present code"]  # fmt: skip
+        runs = [
+            str(i + 1)
+            for i, s in enumerate(scopes)
+            if f"{m}.".startswith(f"{s}.") or f"{s}.".startswith(f"{m}.")
+        ]
+        current = all(
+            judged.get(k) == present.get(k, "gone")
+            for k in modules
+            if k.count(".") == 2 and f"{k}.".startswith(f"{m}.")
+        )
+        meets = "meets" if score >= target else "**misses**"
+        rows.append(
+            [
+                f"**{layer}**" if whole else f"`{m}`",
+                *(modules[m][key] for key in COUNTS),
+                f"{100 * score:.1f} %",
+                f"{100 * target:.0f} %: {meets}",
+                ", ".join(runs),
+                "yes" if current else "**no**",
+            ]
+        )
+    header = ["module", "mutants", "killed", *COUNTS[2:], "score", "target"]
+    header += ["part", "present code"]
     lines = harness.parts_lines(document, lambda i, p: f"`{p['scope']}`")
-    lines += harness.markdown_table(header, rows) + ["", "Killed counts "
-        "timeouts (a mutant that makes the tests hang); untested: no test of "
-        "the layer reaches the mutated function.", ""]  # fmt: skip
+    lines += harness.markdown_table(header, rows)
+    lines += [
+        "",
+        "Killed counts timeouts (a mutant that makes the tests hang); "
+        "untested: no test of the layer reaches the mutated function.",
+        "",
+    ]
     for layer, (paths, _, _) in LAYERS.items():  # a module not run
         files = sorted(Path(ROOT, paths[0]).parent.glob("[!_]*.py"))
-        absent = [f"`{f.stem}`" for f in files if f"pina_ntk.{layer}.{f.stem}"
-                  not in modules]  # fmt: skip
-        lines += [f"Modules of `pina_ntk.{layer}` with no mutant in the "
-                  f"results (not run yet, or nothing to mutate): "
-                  f"{', '.join(absent)}.", ""] if absent else []  # fmt: skip
+        absent = [
+            f"`{f.stem}`"
+            for f in files
+            if f"pina_ntk.{layer}.{f.stem}" not in modules
+        ]
+        if absent:
+            lines += [
+                f"Modules of `pina_ntk.{layer}` with no mutant in the "
+                f"results (not run yet, or nothing to mutate): "
+                f"{', '.join(absent)}.",
+                "",
+            ]
     for title, names in (
         ("Mutants not killed and not listed as equivalent:", result["open"]),
         ("Listed as equivalent, but killed or gone:", result["stale"]),
@@ -183,14 +221,23 @@ def main(argv=None):
         command += [f"{scope}.*"] if args.module else []
         subprocess.run(command, cwd=scratch, check=True)
         part = dict(harness.finish(part, started), scope=scope)
-        found = {k: v for k, v in mutant_statuses(scratch).items()
-                 if k.startswith(scope + ".")}  # fmt: skip
+        found = {
+            k: v
+            for k, v in mutant_statuses(scratch).items()
+            if k.startswith(scope + ".")
+        }
         document, ours = harness.read_json(RESULTS), scope + "."
-        parts = [p for p in document["parts"]
-                 if not (p["scope"] + ".").startswith(ours)]  # fmt: skip
+        parts = [
+            p
+            for p in document["parts"]
+            if not (p["scope"] + ".").startswith(ours)
+        ]
         statuses = {**document["statuses"], **found}
-        statuses = {k: v for k, v in statuses.items()
-                    if not k.startswith(ours) or k in found}  # fmt: skip
+        statuses = {
+            k: v
+            for k, v in statuses.items()
+            if not k.startswith(ours) or k in found
+        }
         document.update(parts=parts + [part], statuses=statuses)
         document["equivalent"] = equivalent_mutants()
         harness.write_json(RESULTS, document)

@@ -57,11 +57,11 @@ def combined(documents, halves=protocol.CONFIRMATION):
         "settings": found[0]["settings"],
         "runs": [r for d in found for r in d["runs"]],
         "problems": [p for d in found for p in d["problems"]],
-        "weightings": list(dict.fromkeys(w for d in found
-                                         for w in d["weightings"])),
-        "step_costs": {"ratios": {p: c for by in costs
-                                  for p, c in by.items()}},
-    }  # fmt: skip
+        "weightings": list(
+            dict.fromkeys(w for d in found for w in d["weightings"])
+        ),
+        "step_costs": {"ratios": {p: c for by in costs for p, c in by.items()}},
+    }
 
 
 def summary_of(document, weightings):
@@ -120,8 +120,10 @@ def summary_table(summary, document, weightings):
             listed = f" ({', '.join(worse)})" if worse else ""
             for to in ("to_none", "to_published"):
                 cells.append(interval(found[to], found[f"{to}_interval"]))
-            cells.append(f"{worst} ({ratio(found['per_problem'][worst])})"
-                         if worst else "—")  # fmt: skip
+            if worst:
+                cells.append(f"{worst} ({ratio(found['per_problem'][worst])})")
+            else:
+                cells.append("—")
             cells.append(f"{len(worse)}{listed}")
         rows.append(cells)
     return harness.markdown_table(header, rows)
@@ -137,8 +139,11 @@ def complete(document):
     """The weightings with runs paired with ``none`` on every problem."""
     runs, problems = document["runs"], document["problems"]
     paired = protocol.paired
-    return [w for w in ran(document)
-            if all(paired(runs, p, w, NONE) for p in problems)]  # fmt: skip
+    return [
+        w
+        for w in ran(document)
+        if all(paired(runs, p, w, NONE) for p in problems)
+    ]
 
 
 def per_problem_table(document, basis, against):
@@ -161,6 +166,15 @@ def per_problem_table(document, basis, against):
     return harness.markdown_table(["weighting", *problems], rows)
 
 
+def cost_cell(ratios):
+    """A step-cost cell: ``median (low–high)`` of the rounds' ratios, or a
+    dash where none was measured."""
+    if not ratios:
+        return "—"
+    low, high = min(ratios), max(ratios)
+    return f"{statistics.median(ratios):.2f} ({low:.2f}–{high:.2f})"
+
+
 def cost_lines(document):
     """The step costs' provenance and table: each weighting's time per step
     over the plain sum's per setting, median over rounds (range)."""
@@ -169,21 +183,21 @@ def cost_lines(document):
         return ["No step costs measured: no equal-time comparison.", ""]
     weightings = [w for w in ran(document) if w != NONE]
     rows = [
-        [problem]
-        + [
-            f"{statistics.median(v):.2f} ({min(v):.2f}–{max(v):.2f})"
-            if (v := by.get(w)) else "—"
-            for w in weightings
-        ]
+        [problem, *(cost_cell(by.get(w)) for w in weightings)]
         for problem, by in found["ratios"].items()
-    ]  # fmt: skip
+    ]
     header = ["setting", *(name(w, document) for w in weightings)]
     return [
         "Time per step over the plain sum's, the basis of equal time: "
         f"median over {found['rounds']} interleaved rounds (range), each "
         f"run {found['steps']} steps from seed 0, timed over its second "
-        "half:", "", *harness.header_lines(found["part"]), "",
-        *harness.markdown_table(header, rows), ""]  # fmt: skip
+        "half:",
+        "",
+        *harness.header_lines(found["part"]),
+        "",
+        *harness.markdown_table(header, rows),
+        "",
+    ]
 
 
 def losses(summary, default, document, basis):
@@ -192,15 +206,19 @@ def losses(summary, default, document, basis):
     per = {w: e[basis]["per_problem"] for w, e in summary.items()}
     lines = []
     for problem, value in per[default].items():
-        ahead = [f"{name(w, document)} ({ratio(v[problem], 3)})"
-                 for w, v in per.items() if w not in (default, NONE)
-                 and v.get(problem, math.inf) < value]  # fmt: skip
+        ahead = [
+            f"{name(w, document)} ({ratio(v[problem], 3)})"
+            for w, v in per.items()
+            if w not in (default, NONE) and v.get(problem, math.inf) < value
+        ]
         if value > 1:
             ahead.insert(0, "no weighting (1)")
         if ahead:
             ahead = ", ".join(ahead)
-            lines.append(f"- {problem}: the default's ratio to none is "
-                         f"{ratio(value, 3)}; lower: {ahead}.")  # fmt: skip
+            lines.append(
+                f"- {problem}: the default's ratio to none is "
+                f"{ratio(value, 3)}; lower: {ahead}."
+            )
     return lines or ["- none: the default has the lowest ratio on each."]
 
 
@@ -214,11 +232,16 @@ def half_section(half, document):
     failed = sum(r["status"] != "ok" for r in live)
     superseded, settings = len(runs) - len(live), document["settings"]
     latest = {key(r): r["history"]["errors"] for r in live}
-    same = sum(r["history"]["errors"] == latest.get(key(r))
-               for r in runs if "superseded" in r)  # fmt: skip
-    reruns = [f"The errors the {superseded} superseded runs recorded are "
-              f"those of their reruns to the bit on {same} of them.",
-              ""]  # fmt: skip
+    same = sum(
+        r["history"]["errors"] == latest.get(key(r))
+        for r in runs
+        if "superseded" in r
+    )
+    reruns = [
+        f"The errors the {superseded} superseded runs recorded are "
+        f"those of their reruns to the bit on {same} of them.",
+        "",
+    ]
     lines = [
         f"## The {half} half",
         "",
@@ -239,9 +262,12 @@ def half_section(half, document):
         "plain sum; ÷ published: to `SketchNTKWeighting(gradient_band=None)`"
         "), the worst problem, the problems where a weighting is worse than "
         "none on every seed, at equal steps and at equal time (within the "
-        "steps each weighting makes in the plain sum's training time):", "",
-        *summary_table(summary, document, shown), "",
-        *cost_lines(document)]  # fmt: skip
+        "steps each weighting makes in the plain sum's training time):",
+        "",
+        *summary_table(summary, document, shown),
+        "",
+        *cost_lines(document),
+    ]
     return lines + per_problem_lines(document, (NONE, protocol.PUBLISHED))
 
 
@@ -254,8 +280,10 @@ def per_problem_lines(document, references):
             lines += [
                 f"Per problem: the error ratio to {name(against, document)} "
                 f"at equal {basis}, geometric mean over seeds (their range):",
-                "", *per_problem_table(document, basis, against),
-                ""]  # fmt: skip
+                "",
+                *per_problem_table(document, basis, against),
+                "",
+            ]
     return lines
 
 
@@ -283,9 +311,12 @@ def causal_section(document):
         *harness.parts_lines(document, lambda i, p: p["date"]),
         "÷ none: to the plain solver without weighting; ÷ published: to "
         "the plain solver with the default, paired by seed, as in the "
-        "halves' tables:", "",
-        *summary_table(summary_of(document, shown), document, shown), "",
-        *cost_lines(document)]  # fmt: skip
+        "halves' tables:",
+        "",
+        *summary_table(summary_of(document, shown), document, shown),
+        "",
+        *cost_lines(document),
+    ]
     return lines + per_problem_lines(document, (NONE, "causal_none"))
 
 
@@ -303,13 +334,23 @@ def census_section(documents):
         for run in protocol.current(census["runs"]):
             found, earlier = run["rejections"], own.get(key(run))
             bad = sum(found[k] for k in ESTIMATE_REJECTIONS)
-            same = earlier and earlier["history"]["errors"] == run[
-                "history"]["errors"]  # fmt: skip
-            rows.append([half, run["problem"], found["proposals"], bad,
-                         found["safeguard"], ", ".join(found["isolated"]) or "—",
-                         f"{protocol.run_error(run):.3g}",
-                         f"{protocol.run_error(earlier):.3g}" if earlier else "—",
-                         "yes" if same else "no"])  # fmt: skip
+            same = (
+                earlier
+                and earlier["history"]["errors"] == run["history"]["errors"]
+            )
+            rows.append(
+                [
+                    half,
+                    run["problem"],
+                    found["proposals"],
+                    bad,
+                    found["safeguard"],
+                    ", ".join(found["isolated"]) or "—",
+                    f"{protocol.run_error(run):.3g}",
+                    f"{protocol.run_error(earlier):.3g}" if earlier else "—",
+                    "yes" if same else "no",
+                ]
+            )
     if not rows:
         return []
     header = ["half", "setting", "proposals", "rejected estimates"]
@@ -327,8 +368,11 @@ def census_section(documents):
         "a run without an isolated block can differ where the half's run "
         "was made by an earlier version of the library (the dates are in "
         "the provenance), and a setting with one may have been run again "
-        "(its runs page lists the runs superseded, with the reason):", "",
-        *harness.markdown_table(header, rows), ""]  # fmt: skip
+        "(its runs page lists the runs superseded, with the reason):",
+        "",
+        *harness.markdown_table(header, rows),
+        "",
+    ]
 
 
 def decision(documents):
@@ -352,13 +396,18 @@ def decision_lines(documents):
             worst = found["per_problem_published"]
             top = max(worst, key=worst.get, default=None)
             row = [name(weighting, both), basis]
-            row.append(interval(found["to_published"],
-                                found["to_published_interval"], 3))  # fmt: skip
+            published = found["to_published"], found["to_published_interval"]
+            row.append(interval(*published, 3))
             row.append(f"{top} ({ratio(worst[top])})" if top else "—")
             row.append(str(len(found["worse_than_none"])))
             verdicts = checks.get(weighting, {})
-            row += [("pass" if verdicts[f"{rule} ({basis})"] else "**fail**")
-                    if verdicts else "the bar" for rule in "abc"]  # fmt: skip
+            for rule in "abc":
+                if not verdicts:
+                    row.append("the bar")
+                elif verdicts[f"{rule} ({basis})"]:
+                    row.append("pass")
+                else:
+                    row.append("**fail**")
             rows.append(row)
     lines = [
         "## The decision",
@@ -382,8 +431,11 @@ def decision_lines(documents):
     for basis in protocol.BASES:
         lines += [
             f"Where the default still loses (equal {basis}; every weighting "
-            "run on the problem):", "",
-            *losses(summary, default, both, basis), ""]  # fmt: skip
+            "run on the problem):",
+            "",
+            *losses(summary, default, both, basis),
+            "",
+        ]
     return lines, default
 
 
@@ -465,23 +517,24 @@ def readme_block(documents, page=f"docs/{PAGE}"):
             f"{len(both['problems'])} problems, diverged on "
             f"{overall[EXACT]['diverged']} of {overall[EXACT]['runs']} runs."
         )
-    return "\n".join([
-        f"![each weighting's error ratio per problem](docs/{FIGURE})",
-        "",
-        *harness.markdown_table(header, rows),
-        "",
+    published = interval(
+        found["to_published"], found["to_published_interval"], 3
+    )
+    text = (
         "Geometric mean over the first confirmation half's "
         f"{len(document['problems'])} problems of the error ratio to no "
         "weighting, paired by seed (diverged runs counted, not in the "
         "ratio); worse than none: on how many problems on every seed. Over "
         f"both confirmation halves ({len(both['problems'])} problems), "
-        f"{name(CANDIDATES[0], both)} ÷ the published sketch is "
-        f"{interval(found['to_published'], found['to_published_interval'], 3)}"
+        f"{name(CANDIDATES[0], both)} ÷ the published sketch is {published}"
         f" at equal steps ({harness.LEVEL:.0%} interval); of the rule's "
         f"conditions it fails {failed}, so the default is "
         f"{name(default, both)}.{exact} Set-up, rule and every problem the "
-        f"default still loses: [{page}]({page}).",
-    ]) + "\n"  # fmt: skip
+        f"default still loses: [{page}]({page})."
+    )
+    figure = f"![each weighting's error ratio per problem](docs/{FIGURE})"
+    table = harness.markdown_table(header, rows)
+    return "\n".join([figure, "", *table, "", text]) + "\n"
 
 
 def read_documents(docs):

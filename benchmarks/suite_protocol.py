@@ -134,9 +134,9 @@ def paired_interval(ratios, draws=DRAWS, seed=0):
     rng, means = random.Random(seed), []
     for _ in range(draws):
         drawn = (rng.choice(logs) for _ in logs)
-        means.append(statistics.fmean([  # a list: fmean counts iterators
-            statistics.fmean(rng.choices(v, k=len(v))) for v in drawn
-        ]))  # fmt: skip
+        # a list: fmean counts iterators
+        resampled = [statistics.fmean(rng.choices(v, k=len(v))) for v in drawn]
+        means.append(statistics.fmean(resampled))
     means.sort()
     tail = round((1 - harness.LEVEL) / 2 * draws)
     return math.exp(means[tail]), math.exp(means[draws - 1 - tail])
@@ -161,8 +161,11 @@ def current(runs):
 
 def paired(runs, problem, weighting, against):
     """``[(run, reference run)]`` of one problem, paired by seed."""
-    found = {(r["weighting"], r["seed"]): r for r in current(runs)
-             if r["problem"] == problem}  # fmt: skip
+    found = {
+        (r["weighting"], r["seed"]): r
+        for r in current(runs)
+        if r["problem"] == problem
+    }
     return [
         (found[(name, seed)], found[(against, seed)])
         for name, seed in sorted(found, key=str)
@@ -197,10 +200,14 @@ def check_equal_steps(runs):
     for run in current(runs):
         counts.setdefault(run["steps"], set()).add(run["weighting"])
     if len(counts) > 1:
-        found = "; ".join(f"{s} steps: {', '.join(sorted(w))}"
-                          for s, w in sorted(counts.items()))  # fmt: skip
-        raise ValueError(f"runs of different step counts ({found}): run "
-                         "them again with one --steps")  # fmt: skip
+        found = "; ".join(
+            f"{s} steps: {', '.join(sorted(w))}"
+            for s, w in sorted(counts.items())
+        )
+        raise ValueError(
+            f"runs of different step counts ({found}): run "
+            "them again with one --steps"
+        )
 
 
 def summarise(runs, weightings, problems, costs=None):
@@ -226,9 +233,13 @@ def summarise(runs, weightings, problems, costs=None):
                 ratios = problem_ratios(pairs, basis, costs.get(problem))
                 if ratios:
                     found[against][problem] = ratios
-            means = {a: {p: geometric_mean(finite(r) or [math.inf])
-                         for p, r in by.items()}
-                     for a, by in found.items()}  # fmt: skip
+            means = {
+                a: {
+                    p: geometric_mean(finite(r) or [math.inf])
+                    for p, r in by.items()
+                }
+                for a, by in found.items()
+            }
             per_problem, published = means[NONE], means[PUBLISHED]
             entry[basis] = {
                 "to_none": geometric_mean(finite(per_problem.values())),

@@ -219,8 +219,11 @@ def _train(job, record):
     )
     solver_class = PhysicsInformedSingleModelSolver
     if job["weighting"] in CAUSAL:  # PINA's defaults: eps 100, 10 slices
-        interior = [c for c in problem.conditions
-                    if condition_role(problem, c) == "interior"]  # fmt: skip
+        interior = [
+            c
+            for c in problem.conditions
+            if condition_role(problem, c) == "interior"
+        ]
         options["regularized_conditions"] = interior
         solver_class = CausalPhysicsInformedSingleModelSolver
     solver = solver_class(problem, model, **options)
@@ -324,15 +327,18 @@ def measure_step_costs(document, rounds, workers, log, steps):
     for index in range(rounds):
         shift = index % len(chosen)
         order = ["none", *chosen[shift:], *chosen[:shift], "none"]
-        planned = plan_jobs(document["problems"], lambda _: order,
-                            document["settings"], seeds=1)  # fmt: skip
+        planned = plan_jobs(
+            document["problems"], lambda _: order, document["settings"], seeds=1
+        )
         jobs += [dict(j, steps=steps, records=2, round=index) for j in planned]
     timed = {}
 
     def keep(job, record):
         status = record.get("status", "failed")
-        log(f"round {job['round']} {job['problem']} {job['weighting']}: "
-            f"{status}")  # fmt: skip
+        log(
+            f"round {job['round']} {job['problem']} {job['weighting']}: "
+            f"{status}"
+        )
         if status == "ok":
             steps, seconds = (
                 record["history"][k] for k in ("steps", "seconds")
@@ -501,8 +507,10 @@ def run_all(args, argv):
         document["runs"].append(dict(record, part=index))
         harness.write_json(path, document)
         done, planned = len(document["runs"]), document["planned_runs"]
-        log(f"{done}/{planned} {'/'.join(map(str, key(job)))}: "
-            f"{record['status']}")  # fmt: skip
+        log(
+            f"{done}/{planned} {'/'.join(map(str, key(job)))}: "
+            f"{record['status']}"
+        )
 
     try:
         harness.map_jobs(run_job, jobs, args.workers, keep)

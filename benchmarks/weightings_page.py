@@ -110,8 +110,11 @@ def options_text(runs, weighting):
     for run in runs:
         options = run.get("weighting_options")
         if run["weighting"] == weighting and options:
-            shown = [f"`{k}={v if str(v).startswith('<') else repr(v)}`"
-                     for k, v in options.items() if k != "class"]  # fmt: skip
+            shown = [
+                f"`{k}={v if str(v).startswith('<') else repr(v)}`"
+                for k, v in options.items()
+                if k != "class"
+            ]
             return ", ".join(shown) or "—"
     return "—"
 
@@ -207,8 +210,11 @@ def make_condition_figure(problem, analysis, every, path):
 def has_condition_history(analysis):
     """Whether the runs recorded their condition losses and weights."""
     rows = analysis["rows"].values()
-    return any(run["history"].get("conditions", {}).get("steps")
-               for row in rows for run in row["runs"])  # fmt: skip
+    return any(
+        run["history"].get("conditions", {}).get("steps")
+        for row in rows
+        for run in row["runs"]
+    )
 
 
 def rejection_cell(runs):
@@ -290,9 +296,12 @@ def problem_section(document, problem):
 def superseded_lines(runs):
     """The runs superseded by a rerun, each with the reason (they stay in
     the results file and out of the tables)."""
-    found = [f"- {r['problem']}, {r['weighting']}, seed {r['seed']} (part "
-             f"{r['part'] + 1}): {r['superseded']['reason']}"
-             for r in runs if "superseded" in r]  # fmt: skip
+    found = [
+        f"- {r['problem']}, {r['weighting']}, seed {r['seed']} (part "
+        f"{r['part'] + 1}): {r['superseded']['reason']}"
+        for r in runs
+        if "superseded" in r
+    ]
     head = ["Superseded by a rerun, left out of the tables:", ""]
     return [*head, *found, ""] if found else []
 
@@ -308,8 +317,9 @@ def render(document):
     failed = sum(r["status"] != "ok" for r in runs)
     steps = ", ".join(map(str, sorted({r["steps"] for r in runs})))
     every = settings["update_every"]
-    recorded = [[label(w, every), options_text(runs, w)]
-                for w in document["weightings"]]  # fmt: skip
+    recorded = [
+        [label(w, every), options_text(runs, w)] for w in document["weightings"]
+    ]
     lines = harness.parts_lines(document, problems_of) + [
         f"Runs: {len(runs)} of {document['planned_runs']} planned ({failed} "
         "failed). Network and optimiser unless a problem says otherwise: "

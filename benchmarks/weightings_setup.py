@@ -12,23 +12,27 @@ TITLE = "Loss weightings: error against training time"
 #: holds two columns); ``None`` takes the class's ``PAPER_POINTS``.
 ZOO, SQUARE = "pina.problem.zoo:", {"D": 800, "boundary": 200}
 POISSON = (ZOO + "Poisson2DSquareProblem", SQUARE)
-# fmt: off
 PROBLEMS = {
     "poisson": POISSON,
     "poisson_fixed": POISSON,
     "helmholtz": (ZOO + "HelmholtzProblem", SQUARE),
-    "diffusion_reaction": (ZOO + "DiffusionReactionProblem",
-                           {"D": 600, "t0": 200, "boundary": 200}),
-    "acoustic_wave": (ZOO + "AcousticWaveProblem",
-                      {"D": 300, "t0": 200, "boundary": 200}),
+    "diffusion_reaction": (
+        ZOO + "DiffusionReactionProblem",
+        {"D": 600, "t0": 200, "boundary": 200},
+    ),
+    "acoustic_wave": (
+        ZOO + "AcousticWaveProblem",
+        {"D": 300, "t0": 200, "boundary": 200},
+    ),
     "advection": (ZOO + "AdvectionProblem", {"D": 800, "t0": 200}),
     "wave": ("pina_ntk.paper.problems:WaveProblem", None),
     # the problem suite's: Poisson as a user builds it, the new problems
     "poisson_user": POISSON,
-    **{name: ("suite_problems:" + cls.__name__, cls.POINTS)
-       for name, cls in suite_problems.SUITE_PROBLEMS.items()},
+    **{
+        name: ("suite_problems:" + cls.__name__, cls.POINTS)
+        for name, cls in suite_problems.SUITE_PROBLEMS.items()
+    },
 }
-# fmt: on
 #: The problem suite's settings (``suite-split.toml``), by half.
 SPLIT = suite_protocol.read_split()
 SUITE = [entry for half in SPLIT.values() for entry in half]
@@ -54,38 +58,70 @@ SPACED_FACTOR, SMOOTHING_ALPHA = 5, 1e-3
 #: :func:`~pina_ntk.paper.experiments.settings.make_weighting`
 #: (``"every"``, ``"slow"``: ``update_every`` and 5 times it).
 EXACT, SKETCH = "`NTKWeighting(update_every_n_steps=", "`SketchNTKWeighting("
-# fmt: off
 WEIGHTINGS = {
     "none": ("none (plain sum)", "none", {}),
     "pina_ntk": ("PINA `NeuralTangentKernelWeighting()`", "pina_ntk", {}),
-    "pina_self_adaptive": ("PINA `SelfAdaptiveWeighting(update_every_n_epochs"
-        "={every})`", "pina_self_adaptive", {"update_every_n_epochs": "every"}),
+    "pina_self_adaptive": (
+        "PINA `SelfAdaptiveWeighting(update_every_n_epochs={every})`",
+        "pina_self_adaptive",
+        {"update_every_n_epochs": "every"},
+    ),
     "exact": (EXACT + "{every})`", "exact", {"update_every_n_steps": "every"}),
-    "sketch_parameter": (SKETCH + 'estimator="parameter", gradient_band=None)`',
-        "sketch", {"estimator": "parameter", "gradient_band": None}),
-    "sketch_predictor": (SKETCH + "gradient_band=None)`, the default",
-        "sketch", {"gradient_band": None}),
+    "sketch_parameter": (
+        SKETCH + 'estimator="parameter", gradient_band=None)`',
+        "sketch",
+        {"estimator": "parameter", "gradient_band": None},
+    ),
+    "sketch_predictor": (
+        SKETCH + "gradient_band=None)`, the default",
+        "sketch",
+        {"gradient_band": None},
+    ),
     # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),
     # the sketch with a gradient-norm factor in a band around its weights
-    **{f"sketch_band_{band}": (SKETCH + f"gradient_band={band})`", "sketch",
-        {"gradient_band": float(band)}) for band in (2, 4)},
-    "exact_rayleigh": (EXACT + '{every}, statistic="rayleigh")`', "exact",
-        {"update_every_n_steps": "every", "statistic": "rayleigh"}),
-    "exact_rayleigh_smoothed": (EXACT + '{every}, statistic="rayleigh", '
-        'alpha=0.001)`', "exact", {"update_every_n_steps": "every",
-        "statistic": "rayleigh", "alpha": 1e-3}),
+    **{
+        f"sketch_band_{band}": (
+            SKETCH + f"gradient_band={band})`",
+            "sketch",
+            {"gradient_band": float(band)},
+        )
+        for band in (2, 4)
+    },
+    "exact_rayleigh": (
+        EXACT + '{every}, statistic="rayleigh")`',
+        "exact",
+        {"update_every_n_steps": "every", "statistic": "rayleigh"},
+    ),
+    "exact_rayleigh_smoothed": (
+        EXACT + '{every}, statistic="rayleigh", alpha=0.001)`',
+        "exact",
+        {
+            "update_every_n_steps": "every",
+            "statistic": "rayleigh",
+            "alpha": 1e-3,
+        },
+    ),
     # the sketch with each statistic other than the trace
-    **{f"sketch_{statistic}": (SKETCH + f'statistic="{statistic}", '
-        'gradient_band=None)`', "sketch", {"statistic": statistic,
-        "gradient_band": None}) for statistic in ("rayleigh", "boundary",
-                                                  "interior")},
-    "exact_500": (EXACT + "{slow})`", "exact",
-        {"update_every_n_steps": "slow", "alpha": 1.0}),
-    "exact_500_smoothed": (EXACT + f"{{slow}}, alpha={SMOOTHING_ALPHA:g})`",
-        "exact", {"update_every_n_steps": "slow", "alpha": SMOOTHING_ALPHA}),
+    **{
+        f"sketch_{statistic}": (
+            SKETCH + f'statistic="{statistic}", gradient_band=None)`',
+            "sketch",
+            {"statistic": statistic, "gradient_band": None},
+        )
+        for statistic in ("rayleigh", "boundary", "interior")
+    },
+    "exact_500": (
+        EXACT + "{slow})`",
+        "exact",
+        {"update_every_n_steps": "slow", "alpha": 1.0},
+    ),
+    "exact_500_smoothed": (
+        EXACT + f"{{slow}}, alpha={SMOOTHING_ALPHA:g})`",
+        "exact",
+        {"update_every_n_steps": "slow", "alpha": SMOOTHING_ALPHA},
+    ),
 }
-# fmt: on
 #: PINA's causal solver with a weighting of :data:`WEIGHTINGS` (its name's
 #: rest): a weighting and a solver, compared with the plain solver's runs.
 CAUSAL = {"causal_none": "none", "causal_sketch_predictor": "sketch_predictor"}

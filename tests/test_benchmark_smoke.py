@@ -5,7 +5,8 @@ own (``step_time.py``, ``peak_memory.py``) run end
 to end and write every row with finite, positive measurements;
 ``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
 problem and weighting of its run, each with a finite error or its failure;
-``spaced_samples.py`` runs a tiny study. Every page
+``spaced_samples.py`` runs a tiny study; ``bookkeeping.py --quick`` times
+the default's calls at every step of a tiny run. Every page
 is re-rendered from the results file its run wrote. The scripts' ``main``
 runs in this process (their workers are processes of their own as in a
 real run), which saves a start of torch, PINA and Lightning per command.
@@ -33,6 +34,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARKS = os.path.join(ROOT, "benchmarks")
 sys.path.insert(0, BENCHMARKS)
 
+import bookkeeping  # noqa: E402
 import configurations  # noqa: E402
 import helpers  # noqa: E402
 import harness  # noqa: E402
@@ -752,3 +754,42 @@ def test_workers_are_processes_without_this_ones_torch_state():
     assert state["seed"] != 12345
     harness.map_jobs(helpers.worker_state, ["exit"], 1, found.__setitem__)
     assert "worker_error" in found["exit"]
+
+
+def test_bookkeeping_quick(tmp_path, monkeypatch):
+    # a smoke run writes its results to a new temporary folder, never over
+    # the committed ones, and prints the scaling page's section from them
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    committed = Path(bookkeeping.RESULTS).read_bytes()
+    code, printed = run_main(bookkeeping, "--quick")
+    assert code == 0
+    assert Path(bookkeeping.RESULTS).read_bytes() == committed
+    (results,) = tmp_path.glob("pina-ntk-quick-*/scaling-bookkeeping.json")
+    document = harness.read_json(results)
+    assert printed.strip() == "\n".join(bookkeeping.page_lines(document))
+    settings = document["settings"]
+    steps = (settings["warmup_periods"] + settings["periods"]) * 10
+    (found,) = document["rounds"]
+    assert len(found["durations"]) == len(found["calls"]) == steps
+    # a step's span holds the calls within it: its plain time is left
+    assert all(d > 0 for d in bookkeeping.plain_steps(found))
+    # each call timed at the steps it runs: the hooks and update_weights
+    # at every step, the sample's work at the sample steps (every 10th) only
+    calls = [dict(zip(bookkeeping.NAMES, step)) for step in found["calls"]]
+    for index, call in enumerate(calls):
+        sample = index % 10 == 0
+        assert call["update_weights"] > 0 and call["on_train_batch_end"] > 0
+        assert (call["prepare_sample"] > 0) == sample, index
+        assert (call["complete_sample"] > 0) == sample, index
+        # nested: the sample's calls run within the others (a deferred
+        # sample's completion after the backward pass, the warm start's
+        # within update_weights)
+        outer = call["update_weights"] + call["on_after_backward"]
+        assert outer >= call["prepare_sample"] + call["complete_sample"]
+    summary = bookkeeping.summarise(document)
+    assert summary["periods"] == settings["periods"]
+    assert all(v > 0 and math.isfinite(v) for v in summary["parts"].values())
+    # the timers are gone once the run is over
+    for owner, name in bookkeeping.TIMED:
+        assert not hasattr(getattr(owner, name), "__wrapped__"), name
+    assert "update_weights" not in vars(bookkeeping.SketchNTKWeighting)

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 import configurations  # noqa: E402
 import harness  # noqa: E402
 import mutation_score  # noqa: E402
-import scaling  # noqa: E402
+import scaling_page  # noqa: E402
 import probe_variance  # noqa: E402
 import spaced_samples  # noqa: E402
 import suite_page  # noqa: E402
@@ -93,7 +93,10 @@ PAGES = [
         "scaling.md",
         "scaling.json",
         "scaling.py",
-        lambda document, page: scaling.render(document),
+        # with the default's bookkeeping, beside the results
+        lambda document, page: scaling_page.render(
+            document, scaling_page.read_bookkeeping(page)
+        ),
     ),
 ]
 
@@ -159,11 +162,11 @@ def test_readme_table_is_rendered_from_the_suite_results():
 
 def test_readme_scaling_block_is_rendered_from_the_scaling_results():
     block = harness.read_block(
-        os.path.join(ROOT, "README.md"), *scaling.README_MARKERS
+        os.path.join(ROOT, "README.md"), *scaling_page.README_MARKERS
     )
     document = harness.read_json(os.path.join(DOCS, "scaling.json"))
-    assert block == scaling.readme_block(document)
-    assert os.path.isfile(os.path.join(DOCS, scaling.FIGURE))
+    assert block == scaling_page.readme_block(document)
+    assert os.path.isfile(os.path.join(DOCS, scaling_page.FIGURE))
 
 
 def test_suite_page_is_rendered_from_the_suite_results():

@@ -1,4 +1,5 @@
-"""The suite's problems (``benchmarks/suite_problems.py``): every condition's
+"""The suite's problems (``benchmarks/suite_problems.py``, the
+``confirmation-2`` half's in ``suite_plane_problems.py``): every condition's
 residual vanishes on the exact solution, data targets are the solution, and
 checks that fail on plausible mistakes (signs, coefficients, domains)."""
 
@@ -16,6 +17,7 @@ from pina.problem import TimeDependentProblem
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+import suite_plane_problems as plane  # noqa: E402
 import suite_problems as suite  # noqa: E402
 from pina_ntk.integration.resampling import discretise_conditions  # noqa
 
@@ -292,8 +294,8 @@ def test_weightings_plans_five_seeds_per_confirmation_2_setting(
 
 def test_elasticity_rejects_a_flipped_displacement():
     problem = suite.ElasticityProblem()
-    u = lambda p: suite._navier(p)[0][:, :1]  # noqa: E731
-    minus_v = lambda p: -suite._navier(p)[0][:, 1:]  # noqa: E731
+    u = lambda p: plane._navier(p)[0][:, :1]  # noqa: E731
+    minus_v = lambda p: -plane._navier(p)[0][:, 1:]  # noqa: E731
     for condition in ("D", "traction"):
         pts = sample(problem, condition)
         found = against(problem, condition, pts, u, minus_v)
@@ -312,12 +314,12 @@ def test_nonlinear_disk_needs_its_nonlinearity():
     problem = suite.NonlinearDiskProblem()
     pts = sample(problem, "D")
     linear = suite.Equation(
-        lambda i, o: -suite._d(o, i, "xy", 2) - suite._nonlinear_terms(i)[1]
+        lambda i, o: -suite._d(o, i, "xy", 2) - plane._nonlinear_terms(i)[1]
     )
     wrong = linear.residual(pts, problem.solution(pts), None)
     assert wrong.abs().max() > WRONG
     double = against(
-        problem, "D", pts, lambda p: 2 * suite._nonlinear_terms(p)[0]
+        problem, "D", pts, lambda p: 2 * plane._nonlinear_terms(p)[0]
     )
     assert double.abs().max() > WRONG
     for condition, low in (("D", 0.0), ("boundary", 1.0)):
@@ -380,7 +382,7 @@ def test_advection_diffusion_layers_are_downstream():
 
     def mirrored(p):
         flipped = LabelTensor(1 - p.as_subclass(torch.Tensor), ["x", "y"])
-        return suite._layer_terms(flipped)[0]
+        return plane._layer_terms(flipped)[0]
 
     assert against(problem, "D", pts, mirrored).abs().max() > WRONG
     # steep: at y = 0.5, u falls from over 0.25 to 0 within epsilon of x = 1
@@ -402,7 +404,7 @@ def test_neumann_cosine_flux_and_pin():
 
     edge = sample(problem, "boundary")
     assert against(problem, "boundary", edge, sin).abs().max() > WRONG
-    shifted = lambda p: suite._cosine_terms(p)[0] + 1.0  # noqa: E731
+    shifted = lambda p: plane._cosine_terms(p)[0] + 1.0  # noqa: E731
     for condition in ("D", "boundary"):
         found = against(problem, condition, sample(problem, condition), shifted)
         assert found.abs().max() <= TOL
@@ -425,14 +427,14 @@ def test_helmholtz_4d_wave_number_and_faces():
         for ns in itertools.product(range(1, 4), repeat=4)
     }
     assert 6 not in sums and min(sums) < 6  # indefinite: 4 pi^2 < k^2
-    assert suite.K2 == pytest.approx(6 * math.pi**2)
+    assert plane.K2 == pytest.approx(6 * math.pi**2)
     problem = suite.Helmholtz4DProblem()
     pts = sample(problem, "D")
 
     def doubled(p):
         x, *rest = suite._cols(p, "xyzw")
         x = LabelTensor(torch.cat([2 * x, *rest], 1), list("xyzw"))
-        return suite._helmholtz_terms(x)[0]
+        return plane._helmholtz_terms(x)[0]
 
     assert against(problem, "D", pts, doubled).abs().max() > WRONG
     faces = sample(problem, "boundary")
