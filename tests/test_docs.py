@@ -119,3 +119,46 @@ def test_tutorial_page(site, page, notebook):
         if "\n|---" in "".join(o.get("data", {}).get("text/markdown", ""))
     ]
     assert html.count("<table") >= len(tables)
+
+
+# ------------------------------------------------------- the Works-with table
+def works_with_rows():
+    """``(row, tests cell)`` of each row of the guide's *Works with*
+    table."""
+    with open(os.path.join(DOCS, "guide.md")) as handle:
+        text = handle.read()
+    start = text.index("## Works with")
+    lines = text[start : text.index("\n### ", start)].splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    # the header and its separator first
+    return [(r.split("|")[1].strip(), r.split("|")[3]) for r in table[2:]]
+
+
+def named_tests(cell):
+    """``(file, function or None)`` of each ``file.py::name`` or
+    ``file.py`` a table cell names."""
+    found = []
+    for word in cell.replace("`", " ").replace(",", " ").split():
+        if ".py" in word:
+            name, _, function = word.partition("::")
+            found.append((name, function or None))
+    return found
+
+
+def test_every_works_with_row_names_a_test_that_exists():
+    rows = works_with_rows()
+    assert len(rows) >= 20
+    folder = os.path.join(ROOT, "tests", "integration")
+    for row, cell in rows:
+        tests = named_tests(cell)
+        if not tests:  # the row above's tests, or every test
+            assert cell.strip() == "the whole suite", row
+            continue
+        for name, function in tests:
+            path = os.path.join(folder, name)
+            assert os.path.exists(path), f"{row}: {name}"
+            if function is not None:
+                with open(path) as handle:
+                    assert (
+                        f"def {function}(" in handle.read()
+                    ), f"{row}: {name}::{function}"
