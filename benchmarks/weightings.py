@@ -27,6 +27,7 @@ import importlib
 import inspect
 import math
 import os
+import pkgutil
 import sys
 import time
 import traceback
@@ -239,6 +240,8 @@ def _train(job, record):
     callbacks = [watch, errors, conditions]
     if job["problem"] not in FIXED_POINTS:
         callbacks.insert(1, resampling.ResampleCallback(1, job["counts"]))
+    if "callbacks" in job:  # a study's own: "module:function" of the job
+        callbacks += pkgutil.resolve_name(job["callbacks"])(job)
     try:
         with training.quiet_lightning(".*does not have many workers.*"):
             training.make_trainer(solver, job["steps"], callbacks).train()

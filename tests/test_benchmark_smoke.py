@@ -38,6 +38,7 @@ import bookkeeping  # noqa: E402
 import configurations  # noqa: E402
 import helpers  # noqa: E402
 import harness  # noqa: E402
+import lbfgs  # noqa: E402
 import overhead  # noqa: E402
 import peak_memory  # noqa: E402
 import probe_variance  # noqa: E402
@@ -615,6 +616,44 @@ def test_suite_confirmation_half_quick(tmp_path):
     both = runs + [dict(r, weighting="sketch_predictor") for r in runs]
     summary = suite_protocol.summarise(both, ["sketch_predictor"], problems)
     assert summary["sketch_predictor"]["steps"]["to_none"] == pytest.approx(1)
+
+
+def test_lbfgs_quick(tmp_path):
+    """``lbfgs.py --quick``: every row trains Adam then L-BFGS to its last
+    step; the prices come from one interleaved round (the plain sum twice,
+    exact weights on the first setting); the page is its block, rendered
+    again the same from the results alone, and the committed results are
+    left as they are."""
+    committed = Path(ROOT, "docs", "lbfgs.json")
+    before = committed.read_bytes() if committed.is_file() else None
+    arguments = "--quick", "--rounds", "1", "--workers", "1"
+    code, _ = run_main(lbfgs, *arguments, "--output-dir", tmp_path)
+    assert code == 0
+    document = harness.read_json(tmp_path / "lbfgs.json")
+    recipe = document["recipe"]
+    steps = recipe["adam"] + recipe["lbfgs"]
+    assert {r["weighting"] for r in document["runs"]} == set(lbfgs.STUDY_ROWS)
+    for record in document["runs"]:
+        assert record["status"] == "ok", record["failure"]
+        assert record["history"]["steps"][-1] == steps
+        assert all(math.isfinite(e) for e in record["history"]["errors"])
+    rows = [p["row"] for p in document["prices"]]
+    assert rows[0] == rows[-1] == "none" and rows.count("none") == 2
+    assert set(rows) == set(lbfgs.ROWS)
+    assert all(p["status"] == "ok" for p in document["prices"])
+    page = (tmp_path / "lbfgs.md").read_text(encoding="utf-8")
+    assert harness.page_block(str(tmp_path / "lbfgs.md"), "lbfgs.py") == (
+        lbfgs.render(document)
+    )
+    assert "python benchmarks/lbfgs.py --quick" in page
+    assert "GPU: none (CPU only)" in page
+    again = tmp_path / "again"
+    code, _ = run_main(
+        lbfgs, "--from-json", tmp_path / "lbfgs.json", "--output-dir", again
+    )
+    assert (again / "lbfgs.md").read_text(encoding="utf-8") == page
+    after = committed.read_bytes() if committed.is_file() else None
+    assert after == before
 
 
 def test_causal_runs_train_pinas_causal_solver_and_count_rejections(tmp_path):

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import configurations  # noqa: E402
 import harness  # noqa: E402
+import lbfgs  # noqa: E402
 import mutation_score  # noqa: E402
 import scaling_page  # noqa: E402
 import probe_variance  # noqa: E402
@@ -88,6 +89,12 @@ PAGES = [
         "mutation-testing.json",
         "mutation_score.py",
         lambda document, page: mutation_score.render(document),
+    ),
+    (
+        "lbfgs.md",
+        "lbfgs.json",
+        "lbfgs.py",
+        lambda document, page: lbfgs.render(document),
     ),
     (
         "scaling.md",
