@@ -90,8 +90,11 @@ def line_problem(extra_residual, name="extra"):
     return problem
 
 
-def make_solver(kind, weighting=None, seed=0, n=12, width=16, loss=None):
-    """A problem of ``kind`` with a small tanh network and ``weighting``."""
+def make_solver(
+    kind, weighting=None, seed=0, n=12, width=16, loss=None, optimizer=None
+):
+    """A problem of ``kind`` with a small tanh network, ``weighting`` and
+    ``optimizer`` (``None``: PINA's Adam)."""
     problem = make_problem(kind, n=n, seed=seed)
     torch.manual_seed(seed)
     model = mlp(
@@ -102,7 +105,9 @@ def make_solver(kind, weighting=None, seed=0, n=12, width=16, loss=None):
         if kind == "supervised"
         else PhysicsInformedSingleModelSolver
     )
-    return cls(problem, model, weighting=weighting, loss=loss)
+    return cls(
+        problem, model, optimizer=optimizer, weighting=weighting, loss=loss
+    )
 
 
 def series_problem():

@@ -79,12 +79,7 @@ def run(kind, optimizer=None, steps=STEPS, callbacks=(), **trainer_options):
     """Train the small Poisson problem; return the solver, the trainer and
     the evaluation log."""
     weighting = WEIGHTINGS[kind]()
-    solver = make_solver("poisson", weighting, n=10)
-    if optimizer is not None:
-        solver = type(solver)(
-            solver.problem, solver.model, optimizer=optimizer,
-            weighting=weighting,
-        )  # fmt: skip
+    solver = make_solver("poisson", weighting, n=10, optimizer=optimizer)
     log = EvaluationLog(weighting)
     trainer = make_trainer(
         solver, steps, callbacks=list(callbacks), **trainer_options

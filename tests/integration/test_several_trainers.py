@@ -26,12 +26,11 @@ def sketch():
 def solver_with(weighting):
     # SGD keeps no state of its own: a new Trainer's new optimiser steps as
     # the old one would have, so one run and two runs train the same
-    solver = make_solver("poisson", weighting, n=10)
-    return type(solver)(
-        solver.problem,
-        solver.model,
+    return make_solver(
+        "poisson",
+        weighting,
+        n=10,
         optimizer=TorchOptimizer(torch.optim.SGD, lr=1e-3),
-        weighting=weighting,
     )
 
 
