@@ -161,13 +161,6 @@ def price_jobs(settings, problems, price, rounds):
     return jobs
 
 
-def failed_record(job, failure):
-    """The record of a job whose worker died."""
-    record = dict(job, status="failed", failure=failure, final_weights={})
-    record.update(history={"steps": [], "seconds": [], "errors": []})
-    return record
-
-
 def priced(record):
     """What a priced run keeps: its setting, row, round, status, weighting
     options and the duration of each step (the training time between
@@ -207,18 +200,7 @@ def run_all(args, argv):
     part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
     document["parts"].append(dict(part, what="runs"))
     started = time.perf_counter()
-
-    def keep(job, record):
-        if "worker_error" in record:
-            record = failed_record(job, record["worker_error"])
-        # the row's name where the protocol reads the weighting's
-        record = dict(record, weighting=job["row"], built_as=job["weighting"])
-        document["runs"].append(record)
-        harness.write_json(path, document)
-        done = len(document["runs"])
-        name = f"{job['problem']}/{job['row']}/{job['seed']}"
-        log(f"{done}/{len(jobs)} {name}: {record['status']}")
-
+    keep = weightings.study_keeper(document, path, len(jobs), log)
     harness.map_jobs(weightings.run_job, jobs, args.workers, keep)
     harness.finish(document["parts"][0], started)
     if args.rounds:
@@ -229,7 +211,7 @@ def run_all(args, argv):
 
         def keep_price(job, record):
             if "worker_error" in record:
-                record = failed_record(job, record["worker_error"])
+                record = weightings.failed_record(job, record["worker_error"])
             document["prices"].append(priced(record))
             harness.write_json(path, document)
             log(f"price {len(document['prices'])}/{len(jobs)} {job['row']}")

@@ -18,11 +18,12 @@ import statistics
 import sys
 
 import harness
+import inverse_measures as measures
 import suite_protocol as protocol
 from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
 from suite_protocol import NONE
 from weightings_setup import CAUSAL as CAUSAL_NAMES
-from weightings_setup import key, label
+from weightings_setup import INVERSE, key, label
 
 SCRIPT = "suite_page.py"
 TITLE = "The problem suite: the default decided out of sample"
@@ -146,24 +147,35 @@ def complete(document):
     ]
 
 
+def ratio_cell(values):
+    """The geometric mean of paired ratios, their range after it; ``∞``
+    where every run diverged, ``—`` where none was paired."""
+    finite = protocol.finite(values)
+    if not finite:
+        return "∞" if values else "—"
+    spread = f" ({ratio(min(values))}–{ratio(max(values))})"
+    return ratio(protocol.geometric_mean(finite)) + spread
+
+
 def per_problem_table(document, basis, against):
     """Per weighting and problem: the geometric mean over seeds of the
-    error ratio to ``against`` at ``basis``, the seeds' range after it."""
+    error ratio to ``against`` at ``basis``, the seeds' range after it; an
+    inverse setting's ratio of parameter errors beside it."""
     runs, problems, rows = document["runs"], document["problems"], []
     costs = protocol.step_costs(document)
+    inverse = measures.inverse_of(document, INVERSE)
     for weighting in [w for w in ran(document) if w != against]:
         row = [name(weighting, document)]
         for problem in problems:
             pairs = protocol.paired(runs, problem, weighting, against)
-            values = protocol.problem_ratios(pairs, basis, costs.get(problem))
-            finite = protocol.finite(values)
-            if not finite:
-                row.append("∞" if values else "—")
-                continue
-            spread = f" ({ratio(min(values))}–{ratio(max(values))})"
-            row.append(ratio(protocol.geometric_mean(finite)) + spread)
+            found = costs.get(problem)
+            row.append(ratio_cell(protocol.problem_ratios(pairs, basis, found)))
+            if problem in inverse:
+                values = measures.paired_ratios(pairs, basis, found)
+                row.append(measures.shown(values, ratio_cell))
         rows.append(row)
-    return harness.markdown_table(["weighting", *problems], rows)
+    header = [c for p in problems for c in measures.columns(p, inverse)]
+    return harness.markdown_table(["weighting", *header], rows)
 
 
 def cost_cell(ratios):
@@ -273,8 +285,10 @@ def half_section(half, document):
 
 def per_problem_lines(document, references):
     """The per-problem tables against each of ``references``, at equal
-    steps and at equal time."""
-    lines = []
+    steps and at equal time, and what their parameter columns hold."""
+    found = measures.inverse_of(document, INVERSE)
+    found = [measures.column(p) for p in found]
+    lines = [measures.note(found, measures.RATIOS), ""] if found else []
     for against in references:
         for basis in protocol.BASES:
             lines += [
@@ -346,13 +360,16 @@ def census_section(documents):
                     bad,
                     found["safeguard"],
                     ", ".join(found["isolated"]) or "—",
-                    f"{protocol.run_error(run):.3g}",
-                    f"{protocol.run_error(earlier):.3g}" if earlier else "—",
+                    measures.census_error(run, INVERSE),
+                    measures.census_error(earlier, INVERSE) if earlier else "—",
                     "yes" if same else "no",
                 ]
             )
     if not rows:
         return []
+    what = "an inverse setting's final parameter error, after its error"
+    inverse = any(row[1] in INVERSE for row in rows)
+    note = [measures.note(["(parameter: …)"], what), ""] if inverse else []
     header = ["half", "setting", "proposals", "rejected estimates"]
     header += ["rejected by the safeguard", "isolated blocks", "error"]
     header += ["error of the half's run", "the same run to the bit"]
@@ -372,6 +389,7 @@ def census_section(documents):
         "",
         *harness.markdown_table(header, rows),
         "",
+        *note,
     ]
 
 

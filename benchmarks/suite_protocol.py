@@ -173,12 +173,13 @@ def paired(runs, problem, weighting, against):
     ]
 
 
-def problem_ratios(pairs, basis, costs=None):
+def problem_ratios(pairs, basis, costs=None, measure=run_error):
     """Per seed: the paired error ratio at equal ``steps`` or ``time`` (each
     run's records within ``steps / costs[weighting]``, the steps it makes
     in the plain sum's training time); infinite where the run failed. Pairs
     whose reference failed, or without both costs at equal time, are left
-    out."""
+    out. ``measure(run, until)``: the error compared (an inverse setting's
+    parameter error, ``inverse_measures.py``)."""
     ratios, costs = [], costs or {}
     for pair in pairs:
         if basis == "time" and not all(r["weighting"] in costs for r in pair):
@@ -187,7 +188,7 @@ def problem_ratios(pairs, basis, costs=None):
             r["steps"] / costs[r["weighting"]] if basis == "time" else None
             for r in pair
         ]
-        error, reference = (run_error(r, end) for r, end in zip(pair, ends))
+        error, reference = (measure(r, end) for r, end in zip(pair, ends))
         if math.isfinite(reference):
             ratios.append(error / reference)
     return ratios

@@ -3,7 +3,9 @@ r"""Which loss weighting reaches the lowest error, and at what cost?
 Trains the same network, points and optimiser on each problem of
 :data:`PROBLEMS` with each weighting of :data:`WEIGHTINGS`, recording the
 relative L2 error on a fixed grid against the training time (evaluations
-excluded), and each condition's loss and applied weight. Writes
+excluded), and each condition's loss and applied weight; on an inverse
+setting, the identified unknowns and their parameter error beside each
+error record (``inverse_measures.py``). Writes
 ``weightings.json`` (after each finished run, so an interrupted run keeps
 what it measured), the block of ``weightings.md`` and two figures per
 problem rendered from it (error against time; condition losses and
@@ -43,6 +45,7 @@ from pina.solver import (
 )
 
 import harness
+import inverse_measures
 from pina_ntk.integration import resampling
 from pina_ntk.integration.block_statistics import condition_role
 from pina_ntk.paper.experiments import training
@@ -151,6 +154,33 @@ class ConditionHistory(Callback):
         self.traces.append(driver.traces if driver else {})
 
 
+def failed_record(job, failure):
+    """The record of a job whose worker died."""
+    record = dict(job, status="failed", failure=failure, final_weights={})
+    record.update(history={"steps": [], "seconds": [], "errors": []})
+    return record
+
+
+def study_keeper(document, path, total, log):
+    """What a study keeps of each finished run of ``run_job`` (through
+    ``harness.map_jobs``): the record under the job's ``row`` (where the
+    protocol reads the weighting's; the weighting it was built as kept as
+    ``built_as``) in ``document["runs"]``, written to ``path`` at once.
+
+    :return: ``keep(job, record)``."""
+
+    def keep(job, record):
+        if "worker_error" in record:
+            record = failed_record(job, record["worker_error"])
+        record = dict(record, weighting=job["row"], built_as=job["weighting"])
+        document["runs"].append(record)
+        harness.write_json(path, document)
+        name = f"{job['problem']}/{job['row']}/{job['seed']}"
+        log(f"{len(document['runs'])}/{total} {name}: {record['status']}")
+
+    return keep
+
+
 def run_job(job):
     """Train one PINN (a worker's job); return the job with its results. A
     run that raises or turns non-finite (it stops there) is recorded as
@@ -199,6 +229,9 @@ def _train(job, record):
         points = problem.evaluation_points(job["grid"])
     exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
     error_fn = relative_error_fn(points, exact)
+    inverse = inverse_measures.is_inverse(problem)
+    if inverse:  # the unknowns and their error beside each error record
+        error_fn = inverse_measures.recording(error_fn, problem, record)
     # again: the points and network as before this seed moved up
     lightning.seed_everything(job["seed"], verbose=False)
     resampling.discretise_conditions(problem, job["counts"])
@@ -252,6 +285,8 @@ def _train(job, record):
         history["conditions"] = {k: getattr(conditions, k) for k in recorded}
         record["failure"] = watch.failure
         record["failed_at_step"] = watch.failed_at
+        if inverse:  # the values trained to, past the last record if raised
+            inverse_measures.keep_final(record, problem)
         try:
             record["final_weights"] = harness.applied_weights(solver)
         except Exception:  # a failed run may leave no weights to read

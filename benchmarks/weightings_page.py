@@ -1,15 +1,16 @@
 """The weightings benchmark's page, from its results document alone: the
-error after the same steps, the cost per step, failures, figures per
-problem."""
+error after the same steps (and an inverse setting's parameter error), the
+cost per step, failures, figures per problem."""
 
 import math
 import os
 import statistics
 
 import harness
+import inverse_measures as inverse
 from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
-from weightings_setup import FIXED_POINTS, PROBLEMS, SCRIPT, TITLE, key, label
-from weightings_setup import TUTORIAL_NETWORK
+from weightings_setup import FIXED_POINTS, INVERSE, PROBLEMS, SCRIPT, TITLE
+from weightings_setup import TUTORIAL_NETWORK, key, label
 
 
 def spread(values):
@@ -43,7 +44,8 @@ def short(value):
 
 def analyse(runs, problem, weightings):
     """One problem's numbers: per weighting its ``runs``, ``final`` errors,
-    median ``ms_per_step`` and ``cost_ratio`` to ``none``'s."""
+    final ``parameter`` errors (``None`` where not recorded), median
+    ``ms_per_step`` and ``cost_ratio`` to ``none``'s."""
     rows, runs = {}, [r for r in runs if "superseded" not in r]
     for weighting in weightings:
         own = [r for r in runs if key(r)[:2] == (problem, weighting)]
@@ -55,6 +57,7 @@ def analyse(runs, problem, weightings):
         final = [r["final_error"] if r in ok else math.nan for r in own]
         ms = statistics.median(ms) if ms else None
         rows[weighting] = dict(runs=own, final=final, ms_per_step=ms)
+        rows[weighting]["parameter"] = inverse.final_errors(own)
     base = rows.get("none", {}).get("ms_per_step")
     for row in rows.values():
         ms = row["ms_per_step"]
@@ -63,32 +66,47 @@ def analyse(runs, problem, weightings):
 
 
 def summary_table(document):
-    """Median relative L2 after the same steps: problems as columns,
-    weightings as rows, the lowest per problem in bold."""
+    """Median relative L2 after the same steps: problems as columns (an
+    inverse setting's median parameter error beside it), weightings as
+    rows, the lowest per column in bold."""
     every = document["settings"]["update_every"]
     weightings, runs = document["weightings"], document["runs"]
     analyses = {p: analyse(runs, p, weightings) for p in document["problems"]}
     problems = [p for p in document["problems"] if analyses[p]["rows"]]
+    columns = [(p, p, "final") for p in problems]
+    found = inverse.inverse_of(document, INVERSE)
+    for problem in [p for p in found if p in problems]:
+        # the parameter error right after the same setting's solution error
+        at = columns.index((problem, problem, "final")) + 1
+        columns.insert(at, (inverse.column(problem), problem, "parameter"))
     cells, best, table, not_run = {}, {}, [], (None, 0, 0)
-    for problem in problems:
+    for header, problem, field in columns:
         for weighting, row in analyses[problem]["rows"].items():
-            median, _, _, failed = spread(row["final"])
-            cells[problem, weighting] = (median, failed, len(row["final"]))
+            if row[field] is None:  # a parameter error not recorded
+                cells[header, weighting] = inverse.NOT_RECORDED
+                continue
+            median, _, _, failed = spread(row[field])
+            cells[header, weighting] = (median, failed, len(row[field]))
             if median is not None:
-                best[problem] = min(best.get(problem, median), median)
+                best[header] = min(best.get(header, median), median)
     for weighting in weightings:
         if not any((p, weighting) in cells for p in problems):
             continue
         row = [label(weighting, every)]
-        for problem in problems:
-            median, failed, count = cells.get((problem, weighting), not_run)
+        for header, _, _ in columns:
+            found = cells.get((header, weighting), not_run)
+            if isinstance(found, str):
+                row.append(found)
+                continue
+            median, failed, count = found
             text = "—" if not count else "failed"
             if median is not None:
                 text = short(median)
-                text = f"**{text}**" if text == short(best[problem]) else text
+                text = f"**{text}**" if text == short(best[header]) else text
             row.append(text + (f" ({failed}/{count} failed)" if failed else ""))
         table.append(row)
-    return harness.markdown_table(["weighting", *problems], table)
+    headers = [header for header, _, _ in columns]
+    return harness.markdown_table(["weighting", *headers], table)
 
 
 def network_text(settings):
@@ -119,25 +137,35 @@ def options_text(runs, weighting):
     return "—"
 
 
-def make_figure(problem, analysis, every, path, names=None):
-    """Error against training time, a colour per weighting: thin lines the
-    seeds, thick the median over seeds; ``names`` (``{weighting: text}``)
-    labels the curves as a user writes them, the legend outside them."""
+#: What a figure draws against training time: the history's key, the
+#: axis's label and the title's word (an inverse setting's parameter error
+#: is its second).
+ERROR = ("errors", "relative L2 error", "error")
+PARAMETER_ERROR = ("parameter_errors", "parameter error", "parameter error")
+
+
+def make_figure(problem, analysis, every, path, names=None, measure=ERROR):
+    """Error (``measure``) against training time, a colour per weighting:
+    thin lines the seeds, thick the median over seeds; ``names``
+    (``{weighting: text}``) labels the curves as a user writes them, the
+    legend outside them. Runs without ``measure`` are left out."""
     from matplotlib.figure import Figure
 
+    field, axis, what = measure
     fig = Figure(figsize=(9.5 if names else 7.0, 4.2))
     ax = fig.subplots()
     for index, (weighting, row) in enumerate(analysis["rows"].items()):
         colour = f"C{index}"
-        for run in row["runs"]:
-            curve = run["history"]["seconds"], run["history"]["errors"]
+        drawn = [r for r in row["runs"] if field in r["history"]]
+        for run in drawn:
+            curve = run["history"]["seconds"], run["history"][field]
             ax.plot(*curve, color=colour, lw=0.7, alpha=0.35)
-        ok = [r["history"] for r in row["runs"] if r["status"] == "ok"]
+        ok = [r["history"] for r in drawn if r["status"] == "ok"]
         if ok:
-            length = min(len(h["errors"]) for h in ok)
+            length = min(len(h[field]) for h in ok)
             median = [
                 [statistics.median(h[k][i] for h in ok) for i in range(length)]
-                for k in ("seconds", "errors")
+                for k in ("seconds", field)
             ]
             ax.plot(*median, color=colour, lw=2.0)
         text = label(weighting, every).replace("`", "")
@@ -145,8 +173,8 @@ def make_figure(problem, analysis, every, path, names=None):
         ax.plot([], [], color=colour, lw=2.0, label=text)
     ax.set_yscale("log")
     ax.set_xlabel("training time (s, evaluations excluded)")
-    ax.set_ylabel("relative L2 error")
-    ax.set_title(f"{problem}: error against training time")
+    ax.set_ylabel(axis)
+    ax.set_title(f"{problem}: {what} against training time")
     ax.grid(True, which="both", alpha=0.25)
     outside = dict(loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.legend(fontsize=7, **(outside if names else dict(loc="best")))
@@ -207,6 +235,16 @@ def make_condition_figure(problem, analysis, every, path):
     harness.save_figure(fig, path)
 
 
+def has_parameter_history(analysis):
+    """Whether a run recorded its parameter error's history."""
+    rows = analysis["rows"].values()
+    return any(
+        PARAMETER_ERROR[0] in run["history"]
+        for row in rows
+        for run in row["runs"]
+    )
+
+
 def has_condition_history(analysis):
     """Whether the runs recorded their condition losses and weights."""
     rows = analysis["rows"].values()
@@ -257,6 +295,7 @@ def problem_section(document, problem):
     if any(first[0][k] != document["settings"][k] for k in TUTORIAL_NETWORK):
         lines += ["", f"Network of this problem: {network_text(first[0])}."]
     table, notes = [], []
+    parameter = problem in inverse.inverse_of(document, INVERSE)
     for weighting, row in analysis["rows"].items():
         name = label(weighting, every)
         ms, ratio = row["ms_per_step"], row["cost_ratio"]
@@ -269,6 +308,8 @@ def problem_section(document, problem):
         ratio = "—" if ratio is None else f"{ratio:.2f}×"
         rejected = rejection_cell(row["runs"])
         row_cells = [name, error_cell(row["final"]), ms, ratio, shown]
+        if parameter:  # the parameter error beside the solution's
+            row_cells.insert(2, inverse.shown(row["parameter"], error_cell))
         table.append(row_cells + [rejected])
         for run in row["runs"]:
             start = (run["history"]["errors"] or [None])[0]
@@ -280,13 +321,21 @@ def problem_section(document, problem):
             if note:
                 notes.append(f"- {name}, seed {run['seed']}: {note}")
     header = ["weighting", f"rel. L2 at step {first[0]['steps']}"]
+    if parameter:
+        header.insert(2, f"parameter error at step {first[0]['steps']}")
     header += ["ms/step", "cost per step"]
     header += ["final weights", "rejected estimates"]
     lines += ["", *harness.markdown_table(header, table)]
+    if parameter:
+        what = "the final value, median over seeds (their range)"
+        lines += ["", inverse.note(header[2:3], what)]
     if notes:
         lines += ["", "Failures and notes:", "", *notes]
     figure = f"figures/weightings/{problem}.png"
     lines += ["", f"![{problem}: error against time]({figure})"]
+    if has_parameter_history(analysis):
+        figure = f"figures/weightings/{problem}-parameter.png"
+        lines += ["", f"![{problem}: parameter error against time]({figure})"]
     if has_condition_history(analysis):
         figure = f"figures/weightings/{problem}-conditions.png"
         lines += ["", f"![{problem}: weights and condition losses]({figure})"]
@@ -304,6 +353,14 @@ def superseded_lines(runs):
     ]
     head = ["Superseded by a rerun, left out of the tables:", ""]
     return [*head, *found, ""] if found else []
+
+
+def summary_note(document):
+    """The summary's sentence on its parameter columns, if it has any."""
+    found = inverse.inverse_of(document, INVERSE)
+    found = [inverse.column(p) for p in found]
+    what = "the median over seeds of the final parameter error"
+    return [inverse.note(found, what), ""] if found else []
 
 
 def render(document):
@@ -342,6 +399,7 @@ def render(document):
         "",
         *summary_table(document),
         "",
+        *summary_note(document),
         "## Weightings as recorded",
         "",
         *harness.markdown_table(["weighting", "options"], recorded, "ll"),
@@ -371,3 +429,7 @@ def write_outputs(document, output_dir):
         if has_condition_history(analysis):
             path = os.path.join(folder, f"{problem}-conditions.png")
             make_condition_figure(problem, analysis, every, path)
+        if has_parameter_history(analysis):
+            path = os.path.join(folder, f"{problem}-parameter.png")
+            measure = PARAMETER_ERROR
+            make_figure(problem, analysis, every, path, measure=measure)

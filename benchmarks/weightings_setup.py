@@ -2,6 +2,8 @@
 settings, and the page's label of a weighting (``weightings.py`` runs them,
 ``weightings_page.py`` renders their results)."""
 
+import inverse_measures
+import suite_inverse_problems
 import suite_problems
 import suite_protocol
 
@@ -32,17 +34,35 @@ PROBLEMS = {
         name: ("suite_problems:" + cls.__name__, cls.POINTS)
         for name, cls in suite_problems.SUITE_PROBLEMS.items()
     },
+    # inverse settings outside the split (their own registry)
+    **{
+        name: ("suite_inverse_problems:" + cls.__name__, cls.POINTS)
+        for name, cls in suite_inverse_problems.INVERSE_PROBLEMS.items()
+    },
 }
+#: The inverse settings: their runs record the parameter error too.
+INVERSE = tuple(
+    name
+    for registry in (
+        suite_problems.SUITE_PROBLEMS,
+        suite_inverse_problems.INVERSE_PROBLEMS,
+    )
+    for name, cls in registry.items()
+    if inverse_measures.is_inverse(cls)
+)
 #: The problem suite's settings (``suite-split.toml``), by half.
 SPLIT = suite_protocol.read_split()
 SUITE = [entry for half in SPLIT.values() for entry in half]
+#: The settings the runner knows: the split's and the inverse settings
+#: outside it, each with its network and points.
+SETTINGS = SUITE + suite_inverse_problems.INVERSE_SETTINGS
 #: Problems whose points are drawn once, before training, instead of afresh
 #: at every step: how the points are drawn changes which weighting wins.
-FIXED_POINTS = tuple(e["setting"] for e in SUITE if e["points"] == "fixed")
+FIXED_POINTS = tuple(e["setting"] for e in SETTINGS if e["points"] == "fixed")
 #: Problems trained with PINA's ``FeedForward`` as a user builds it (no
 #: input scaling, no Fourier features) instead of the ``ScaledMLP``.
 FEEDFORWARD = tuple(
-    e["setting"] for e in SUITE if e["network"] == "feedforward"
+    e["setting"] for e in SETTINGS if e["network"] == "feedforward"
 )
 #: The suite's seeds per weighting: the confirmation half's least.
 HALF_SEEDS = {"tuning": 3, "confirmation": 5, "confirmation-2": 5}
@@ -79,6 +99,15 @@ WEIGHTINGS = {
     ),
     # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),
+    # how the weights treat an inverse problem's unknowns (issue #69)
+    **{
+        f"sketch_unknowns_{unknowns}": (
+            SKETCH + f'unknowns="{unknowns}")`',
+            "sketch",
+            {"unknowns": unknowns},
+        )
+        for unknowns in ("excluded", "kernel")
+    },
     # the sketch with a gradient-norm factor in a band around its weights
     **{
         f"sketch_band_{band}": (

@@ -6,6 +6,7 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 ``reference.py``.
 """
 
+import math
 import os
 
 import lightning
@@ -17,7 +18,7 @@ from pina.domain import CartesianDomain
 from pina.equation import Equation, FixedValue
 from pina.model import FeedForward
 from pina.operator import laplacian
-from pina.problem import AbstractProblem, SpatialProblem
+from pina.problem import AbstractProblem, InverseProblem, SpatialProblem
 from pina.problem.zoo import (
     AcousticWaveProblem,
     Poisson2DSquareProblem,
@@ -261,3 +262,39 @@ def worker_state(job):
         "threads": torch.get_num_threads(),
         "seed": seed,
     }
+
+
+def line_problem(upper=2.0, start=None):
+    """An inverse problem: ``u'' = -mu pi^2 sin(pi x)`` on eight grid
+    points, ``u(0) = 0``, five observations of ``sin(pi x)``; ``mu``
+    unknown in ``[0.5, upper]`` (true 1), starting at ``start`` (``None``:
+    PINA's random draw, seeded)."""
+
+    def residual(input_, output_, params_):
+        lap = laplacian(output_, input_, components=["u"], d=["x"])
+        source = torch.sin(math.pi * input_.extract(["x"]))
+        return lap + params_["mu"] * math.pi**2 * source
+
+    x_data = LabelTensor(torch.linspace(0.1, 0.9, 5).reshape(-1, 1), ["x"])
+
+    class Line(SpatialProblem, InverseProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        unknown_parameter_domain = CartesianDomain({"mu": [0.5, upper]})
+        domains = {"D": spatial_domain, "left": CartesianDomain({"x": 0.0})}
+        conditions = {
+            "D": Condition(domain="D", equation=Equation(residual)),
+            "left": Condition(domain="left", equation=FixedValue(0.0)),
+            "data": Condition(
+                input=x_data,
+                target=LabelTensor(torch.sin(math.pi * x_data.tensor), ["u"]),
+            ),
+        }
+
+    lightning.seed_everything(0, verbose=False)
+    problem = Line()
+    problem.discretise_domain(8, "grid", domains="D")
+    problem.discretise_domain(1, "grid", domains="left")
+    if start is not None:
+        problem.unknown_parameters["mu"].data.fill_(start)
+    return problem

@@ -15,6 +15,8 @@ from pina_ntk import SketchNTKWeighting
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+import harness  # noqa: E402
+import inverse_page  # noqa: E402
 import suite_page  # noqa: E402
 
 PAGE = os.path.join(ROOT, "docs", "weights.md")
@@ -46,6 +48,7 @@ def test_the_table_holds_the_code_defaults():
         "estimator",
         "statistic",
         "safeguard",
+        "unknowns",
     }
     check_defaults(documented)
 
@@ -61,3 +64,15 @@ def test_the_band_default_is_the_protocols_decision():
 def test_a_drifted_table_is_caught():
     with pytest.raises(AssertionError, match="sample_every_n_steps"):
         check_defaults({"sample_every_n_steps": 5})
+
+
+def test_the_unknowns_default_is_the_inverse_studys_decision():
+    # docs/inverse.json: the study's rule, fixed before its run, chooses
+    # the row run as SketchNTKWeighting() with today's unknowns default
+    document = harness.read_json(os.path.join(ROOT, "docs", "inverse.json"))
+    default = inspect.signature(SketchNTKWeighting).parameters["unknowns"]
+    shipped = [r for r in document["runs"] if r["weighting"] == "default"]
+    assert shipped
+    for record in shipped:
+        assert record["weighting_options"]["unknowns"] == default.default
+    assert inverse_page.decision(document)[1] == "default"

@@ -125,3 +125,41 @@ def guarded_weights(
     uniform = ntk_weights(sizes, sizes, reduction)
     proposed = torch.where(constant, uniform, proposed).clamp(*bounds)
     return torch.where(ok, proposed, previous.to(proposed)), ok
+
+
+def observations_first(weights, entered, observed):
+    """
+    Cap the weight of every condition an inverse problem's unknowns enter
+    at the largest weight of its observations.
+
+    The unknowns are identified through the residuals they enter, evaluated
+    on a solution that the observations fix. A network weighted towards
+    those residuals more than towards the observations satisfies them
+    first, at the present unknowns, which then follow the network instead
+    of the data (``docs/inverse-problems.md``). The cap keeps the
+    observations ahead; the other conditions keep their weights, and
+    without unknowns or observations nothing changes.
+
+    :param torch.Tensor weights: Condition weights ``w_c``, ``(C,)``.
+    :param entered: Whether the unknowns enter each condition's residual.
+    :type entered: Sequence[bool]
+    :param observed: Whether each condition holds observations
+        (input-target data).
+    :type observed: Sequence[bool]
+    :return: The capped weights, ``(C,)``.
+    :rtype: torch.Tensor
+
+    :Example:
+        >>> observations_first(
+        ...     torch.tensor([1500.0, 0.9, 0.8]),
+        ...     (True, False, False),
+        ...     (False, True, False),
+        ... )
+        tensor([0.9000, 0.9000, 0.8000])
+    """
+    if not any(entered) or not any(observed):
+        return weights
+    entered = torch.tensor(entered, device=weights.device)
+    observed = torch.tensor(observed, device=weights.device)
+    cap = weights[observed].max()
+    return torch.where(entered, torch.minimum(weights, cap), weights)

@@ -69,7 +69,7 @@ class NTKCallback(Callback):
         weighting = check_kernel_training(trainer, pl_module)
         self.statistics = _taken_statistics(weighting, pl_module, self)
         if self._recorder is None or self._recorder.solver is not pl_module:
-            self._recorder = ResidualRecorder(pl_module)
+            self._recorder = ResidualRecorder(pl_module, weighting.unknowns)
         self._recorder.attach()
         if self.log_every_n_steps is None and not trainer.log_every_n_steps:
             rank_zero_info(

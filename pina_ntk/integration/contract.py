@@ -78,6 +78,8 @@ class KernelRule(Protocol):
     weight_bounds: tuple
     #: Band ``b`` of the gradient-norm factor (``None``: NTK weights only).
     gradient_band: Optional[float]
+    #: How an inverse problem's unknowns enter the kernel (``UNKNOWNS``).
+    unknowns: str
     #: The PINA solver the weighting is attached to.
     solver: Any
     #: Whether a block whose averaged estimate turns negative is sketched on
@@ -196,3 +198,8 @@ class StepResiduals(Protocol):
     def tap_gradients(self, tap: Any) -> None:
         """Run the step's evaluations through ``tap``'s parameter views
         (``None``: the parameters themselves)."""
+
+    def inverse_roles(self, names: list) -> tuple:
+        """``(entered, observed)``: per block in ``names`` order, whether an
+        inverse problem's unknowns enter its residual, and whether it holds
+        observations; a tuple of bools each."""

@@ -12,12 +12,8 @@ from ..core.checks import check_choice, check_int
 from ..core.weights import ntk_weights
 from .kernel_statistics import to_device
 from .ntk_weighting import NTKWeighting
-from .pina_adapter import (
-    condition_data,
-    solver_reduction,
-    trainable_parameters,
-)
-from .recording import batch_calls, replay_residual_fn
+from .pina_adapter import condition_data, solver_reduction
+from .recording import batch_calls, kernel_parameters, replay_residual_fn
 from .sketch_ntk_weighting import SketchNTKWeighting
 
 #: Methods of :func:`ntk_traces`.
@@ -146,7 +142,7 @@ def _block_statistics(solver, method, **options):
     calls = condition_calls(solver)
     names = [name for name, _, _ in calls]
     residual_fn = replay_residual_fn(solver, calls, names)
-    params = trainable_parameters(solver)
+    params = kernel_parameters(solver, weighting.unknowns)
     residuals = residual_fn(params)
     weighting.set_conditions(names, solver.problem)
     sizes = torch.tensor([r.numel() for r in residuals])

@@ -46,7 +46,11 @@ from ..core.gradient_band import (
     gradient_band_factors,
 )
 from ..core.moving_average import KernelBuffer, MovingAverage, rate_per_sample
-from ..core.weights import entry_weights, guarded_weights
+from ..core.weights import (
+    entry_weights,
+    guarded_weights,
+    observations_first,
+)
 from .reports import RunReports, device_clock
 
 
@@ -144,6 +148,10 @@ class KernelStatistics:
         # the running step's weights are formed: a closure optimiser's later
         # evaluations of the loss (L-BFGS's line search) reuse them
         self._step_weights_formed = False
+        # (entered, observed) bools of an inverse problem's conditions
+        # (weighting.unknowns "observations_first"), read at a fit's first
+        # step; None until then
+        self._inverse_roles = None
 
     # ------------------------------------------------------------ the run
     def acquire(self, holder):
@@ -253,6 +261,8 @@ class KernelStatistics:
             return self.weight_tensors
         self._step_weights_formed = True
         residuals = self._residuals
+        if self._inverse_roles is None:
+            self._inverse_roles = residuals.inverse_roles(names)
         if self.is_due():
             params = residuals.parameters()
             timed = self.reports.times_refresh
@@ -573,6 +583,8 @@ class KernelStatistics:
             )
             banded = (weights * factors).clamp(*weighting.weight_bounds)
             weights = torch.where(ok, banded, weights)
+        if weighting.unknowns == "observations_first":
+            weights = observations_first(weights, *self._inverse_roles)
         self.reports.count(weights, traces, ok, weighting.weight_bounds)
         accept = torch.ones_like(ok)
         guard = weighting.safeguard

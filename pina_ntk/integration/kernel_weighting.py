@@ -15,12 +15,14 @@ reads the driver through the
 from abc import abstractmethod
 
 import torch
+from ..core.checks import check_choice
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import check_band
 from ..core.safeguard import SpacedUpdateSafeguard
 from .block_statistics import is_stationary, rayleigh_blocks
 from .callback import NTKCallback
 from .pina_adapter import SolverAttachedWeighting, offer_callback
+from .recording import UNKNOWNS
 
 
 def make_safeguard(safeguard):
@@ -74,6 +76,7 @@ class KernelWeighting(SolverAttachedWeighting):
     :param tuple weight_bounds: See :class:`~pina_ntk.NTKWeighting`.
     :param gradient_band: See :class:`~pina_ntk.NTKWeighting`.
     :type gradient_band: float | None
+    :param str unknowns: See :class:`~pina_ntk.NTKWeighting`.
     :raises ValueError: If an argument is out of range.
     """
 
@@ -102,13 +105,15 @@ class KernelWeighting(SolverAttachedWeighting):
     #: :class:`~pina_ntk.integration.contract.BlockIsolation`).
     isolates_blocks = False
 
-    def __init__(self, safeguard, weight_bounds, gradient_band):
+    def __init__(self, safeguard, weight_bounds, gradient_band, unknowns):
         # PINA calls update_weights every step with update_every_n_epochs=1;
         # when statistics are refreshed is decided per optimisation step here.
         super().__init__(update_every_n_epochs=1, aggregator="sum")
         self.safeguard = make_safeguard(safeguard)
         self.weight_bounds = check_bounds(weight_bounds)
         self.gradient_band = check_band(gradient_band)
+        check_choice("unknowns", unknowns, UNKNOWNS)
+        self.unknowns = unknowns
         self._driver = None
         self._rayleigh = None
         self._stationary = True  # until attached or set_conditions reads it

@@ -100,6 +100,21 @@ class NTKWeighting(KernelWeighting):
         lifts the PDE's weight above the initial data's, which lost the
         wave problem (``docs/weights.md``).
     :type gradient_band: float | None
+    :param str unknowns: How the weights treat the unknown parameters of
+        a PINA ``InverseProblem``, which the same optimiser trains.
+        ``"observations_first"`` (default): the kernel of the network's
+        parameters, and the weight of every condition the unknowns enter
+        capped at the largest weight of the observations (input-target
+        conditions), so that the network fits the data before the
+        equations at the present unknowns
+        (:func:`~pina_ntk.core.weights.observations_first`).
+        ``"excluded"``: the same kernel, no cap. ``"kernel"``: the kernel of
+        the network's parameters and the unknowns, no cap; exact updates
+        then take the batched path. Forward problems: all three are the
+        same. Chosen on three inverse problems
+        (``docs/inverse-problems.md``). Either way the residuals are
+        evaluated again at the unknowns the step's loss used (PINA clamps
+        them in place after it).
     :raises ValueError: If an argument is out of range.
 
     :Example:
@@ -122,13 +137,14 @@ class NTKWeighting(KernelWeighting):
         alpha=1.0,
         statistic="trace",
         gradient_band=None,
+        unknowns="observations_first",
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         if chunk_size is not None:
             check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
         statistic = check_statistic(statistic)
-        super().__init__(safeguard, weight_bounds, gradient_band)
+        super().__init__(safeguard, weight_bounds, gradient_band, unknowns)
         self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
         self.alpha = float(alpha)

@@ -8,6 +8,10 @@ checks it). What is touched, and why:
 
 * ``solver._reduction``: the user's loss reduction (PINA sets the loss
   module's own to ``"none"``);
+* ``solver._params``: the dict of an inverse problem's unknown parameters
+  that PINA passes to every residual; :func:`unknowns_replaced` swaps its
+  entries while recorded residuals are evaluated again (PINA clamps the
+  unknowns in place between a step's loss and its backward pass);
 * ``weighting._solver``: PINA writes it when it attaches a weighting to a
   solver; :class:`SolverAttachedWeighting` turns the write into a hook;
 * ``solver.configure_callbacks``: PINA's solvers do not define it;
@@ -24,6 +28,7 @@ checks it). What is touched, and why:
   (:func:`residual_loss_scales`).
 """
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
@@ -60,17 +65,75 @@ def solver_reduction(solver):
 
 def trainable_parameters(solver):
     """
-    The parameters the kernel is taken with respect to.
+    The solver's module parameters that are trained.
 
-    These are the solver's module parameters with ``requires_grad=True``.
     The unknown parameters of a PINA ``InverseProblem`` are not module
-    parameters and do not enter the kernel: the NTK describes the network.
+    parameters (:func:`unknown_parameters`).
 
     :param solver: A PINA solver.
     :return: ``{name: parameter}`` in ``named_parameters`` order.
     :rtype: dict
     """
     return {n: p for n, p in solver.named_parameters() if p.requires_grad}
+
+
+#: Prefix of an inverse problem's unknowns among the kernel's parameters.
+UNKNOWN_PREFIX = "unknown_parameters."
+
+
+def unknown_parameters(solver):
+    """
+    The unknown parameters of an inverse problem, as the solver passes
+    them to the residuals, or ``{}`` for a forward problem.
+
+    :param solver: A PINA solver.
+    :return: ``{UNKNOWN_PREFIX + name: parameter}`` of those requiring
+        gradients.
+    :rtype: dict
+    """
+    unknowns = getattr(solver, "_params", None) or {}
+    return {
+        UNKNOWN_PREFIX + name: value
+        for name, value in unknowns.items()
+        if torch.is_tensor(value) and value.requires_grad
+    }
+
+
+@contextlib.contextmanager
+def unknowns_replaced(solver, values):
+    """
+    Evaluate residuals with some unknown parameters replaced.
+
+    PINA hands every residual the dict ``solver._params`` (the problem's
+    ``unknown_parameters``); its entries are swapped for the duration and
+    restored after, even on an exception.
+
+    :param solver: A PINA solver of an inverse problem.
+    :param dict values: ``{UNKNOWN_PREFIX + name: tensor}``.
+    """
+    if not values:
+        yield
+        return
+    store = solver._params
+    saved = dict(store)
+    try:
+        for key, value in values.items():
+            store[key[len(UNKNOWN_PREFIX) :]] = value
+        yield
+    finally:
+        store.update(saved)
+
+
+def is_observation(solver, name):
+    """
+    Whether a condition holds observations: input-target data, such as
+    the measurements an inverse problem's unknowns are identified from.
+
+    :param solver: A PINA solver.
+    :param str name: The condition.
+    :rtype: bool
+    """
+    return isinstance(solver.problem.conditions[name], InputTargetCondition)
 
 
 def check_kernel_solver(solver, owner):

@@ -15,12 +15,43 @@ from torch.func import functional_call
 from .pina_adapter import (
     as_plain_tensor,
     class_evaluate,
+    is_observation,
     residual_loss_scales,
     residual_points_dim,
+    UNKNOWN_PREFIX,
     trainable_parameters,
+    unknown_parameters,
+    unknowns_replaced,
     unwrap_evaluate,
     wrap_evaluate,
 )
+
+#: How the NTK weights treat an inverse problem's unknown parameters: the
+#: kernel of the network's parameters alone, with the weights of the
+#: conditions the unknowns enter capped at the observations' largest
+#: (``"observations_first"``, :func:`~pina_ntk.core.weights.observations_first`)
+#: or not (``"excluded"``); or the kernel of the network's parameters and
+#: the unknowns (``"kernel"``).
+UNKNOWNS = ("observations_first", "excluded", "kernel")
+
+
+def kernel_parameters(solver, unknowns=UNKNOWNS[0]):
+    """
+    The parameters the kernel is taken with respect to.
+
+    :param solver: A PINA solver.
+    :param str unknowns: One of :data:`UNKNOWNS`. Default
+        ``"observations_first"``.
+    :return: ``{name: parameter}``: the solver's trainable parameters
+        (:func:`~pina_ntk.integration.pina_adapter.trainable_parameters`),
+        then an inverse problem's unknowns when ``unknowns`` is
+        ``"kernel"``.
+    :rtype: dict
+    """
+    params = trainable_parameters(solver)
+    if unknowns == "kernel":
+        params.update(unknown_parameters(solver))
+    return params
 
 
 def batch_calls(solver, batch):
@@ -173,7 +204,9 @@ def point_chunks(batch, chunk_size):
     return chunks
 
 
-def replay_residual_fn(solver, calls, names, chunk_size=None, scales=None):
+def replay_residual_fn(
+    solver, calls, names, chunk_size=None, scales=None, unknowns=None
+):
     """
     A residual function that re-runs recorded condition evaluations.
 
@@ -195,13 +228,70 @@ def replay_residual_fn(solver, calls, names, chunk_size=None, scales=None):
         each call's residual is multiplied by its scale, the residual of
         the solver's loss; ``None`` (default): the residuals as evaluated.
     :type scales: list[tuple]
+    :param dict unknowns: An inverse problem's unknowns as the calls were
+        evaluated, ``{UNKNOWN_PREFIX + name: tensor}`` (PINA clamps them in
+        place after a step's residuals, so the live values may differ);
+        ``None`` (default): the live values. See :func:`unknown_values`.
     :return: ``params -> list of residual blocks`` (one per name, flattened
         and concatenated over that condition's calls), whose
         :meth:`~ReplayedResiduals.chunks` also gives the residual chunk by
         chunk, each chunk with its own graph.
     :rtype: ReplayedResiduals
     """
-    return ReplayedResiduals(solver, calls, names, chunk_size, scales)
+    return ReplayedResiduals(solver, calls, names, chunk_size, scales, unknowns)
+
+
+def unknown_values(solver, params, recorded):
+    """
+    The unknown parameters of a replayed evaluation at ``params``: those
+    the recorded step used, displaced as ``params`` displaces them from
+    their live values when the kernel includes them (so that the replay at
+    the live parameters gives the recorded residual, and derivatives with
+    respect to the unknowns are those at the step).
+
+    :param solver: The PINA solver.
+    :param dict params: The kernel's parameters, ``{name: tensor}``.
+    :param recorded: ``{UNKNOWN_PREFIX + name: tensor}`` at the step, or
+        ``None``.
+    :type recorded: dict | None
+    :return: ``{UNKNOWN_PREFIX + name: tensor}`` to evaluate with.
+    :rtype: dict
+    """
+    recorded = recorded or {}
+    values = {}
+    for key, live in unknown_parameters(solver).items():
+        if key in params:
+            shift = recorded[key] - live.detach() if key in recorded else 0
+            values[key] = params[key] + shift
+        elif key in recorded:
+            values[key] = recorded[key]
+    return values
+
+
+def call_at(module, solver, params, args, recorded=None):
+    """
+    ``module(*args)`` at the kernel's parameters ``params``: the solver's
+    through :func:`torch.func.functional_call` (``module`` holds the
+    solver as its submodule ``solver``), an inverse problem's unknowns
+    through :func:`~pina_ntk.integration.pina_adapter.unknowns_replaced`
+    (see :func:`unknown_values`).
+
+    :param torch.nn.Module module: Holds the solver as ``module.solver``.
+    :param solver: The PINA solver.
+    :param dict params: ``{name: tensor}`` of the kernel.
+    :param tuple args: The positional arguments of ``module``.
+    :param recorded: See :func:`unknown_values`.
+    :return: What ``module`` returns.
+    """
+    module_params = {
+        f"solver.{k}": v
+        for k, v in params.items()
+        if not k.startswith(UNKNOWN_PREFIX)
+    }
+    values = unknown_values(solver, params, recorded)
+    with torch.enable_grad(), unknowns_replaced(solver, values):
+        # PINA's operators differentiate the inputs, even under no_grad
+        return functional_call(module, module_params, args, strict=False)
 
 
 class ReplayedResiduals:
@@ -212,7 +302,11 @@ class ReplayedResiduals:
     never modified). See :func:`replay_residual_fn` for the arguments.
     """
 
-    def __init__(self, solver, calls, names, chunk_size=None, scales=None):
+    def __init__(
+        self, solver, calls, names, chunk_size=None, scales=None, unknowns=None
+    ):
+        self.solver = solver
+        self._unknowns = unknowns
         self._calls = list(calls)
         self._names = list(names)
         self._scales = scales or [(None, False)] * len(self._calls)
@@ -231,10 +325,7 @@ class ReplayedResiduals:
         :return: One flat residual block per condition, in block order.
         :rtype: list[torch.Tensor]
         """
-        with torch.enable_grad():  # PINA's operators differentiate inputs
-            outputs = functional_call(
-                self._replay, _prefixed(params), (), strict=False
-            )
+        outputs = call_at(self._replay, self.solver, params, (), self._unknowns)
         owners = [name for name, _, _ in self._calls]
         return group_blocks(owners, outputs, self._names)
 
@@ -254,7 +345,6 @@ class ReplayedResiduals:
         :return: ``(block index, flat residual chunk)`` pairs.
         :rtype: Iterator[tuple[int, torch.Tensor]]
         """
-        prefixed = _prefixed(params)
         for index, name in enumerate(self._names):
             if blocks is not None and not blocks[index]:
                 continue
@@ -264,20 +354,15 @@ class ReplayedResiduals:
                 if owner != name:
                     continue
                 for chunk, scale in scaled_chunks(batch, points, scales):
-                    with torch.enable_grad():
-                        residual = functional_call(
-                            self._evaluate,
-                            prefixed,
-                            (evaluate, chunk),
-                            strict=False,
-                        )
+                    residual = call_at(
+                        self._evaluate,
+                        self.solver,
+                        params,
+                        (evaluate, chunk),
+                        self._unknowns,
+                    )
                     entries = loss_entries(residual, scale, self._points_dim)
                     yield index, entries.reshape(-1)
-
-
-def _prefixed(params):
-    """The solver's parameters as named inside a module holding it."""
-    return {f"solver.{k}": v for k, v in params.items()}
 
 
 def group_blocks(owners, residuals, names):
@@ -312,6 +397,9 @@ class ResidualRecorder:
     the :class:`~pina_ntk.integration.contract.StepResiduals` of a step.
 
     :param solver: The PINA solver whose problem's conditions are watched.
+    :param str unknowns: How an inverse problem's unknown parameters enter
+        the kernel, one of :data:`UNKNOWNS`. Default
+        ``"observations_first"``.
 
     :Example:
         >>> recorder = ResidualRecorder(solver)   # doctest: +SKIP
@@ -320,14 +408,16 @@ class ResidualRecorder:
         >>> blocks = recorder.blocks(["D", "boundary"])  # doctest: +SKIP
     """
 
-    def __init__(self, solver):
+    def __init__(self, solver, unknowns=UNKNOWNS[0]):
         self.solver = solver
+        self.unknowns = unknowns
         self.calls = []  # (name, original evaluate, batch)
         self.residuals = []
         self.recording = False
         self.tap = None  # a ConditionGradientTap for this step, or None
         self.batch_index = 0  # of the recorded step, in its epoch
         self._scales = None  # the step's residual_loss_scales, when read
+        self._unknowns_at_step = {}  # before PINA clamps them in place
         self._evaluate = _Evaluate(solver)
 
     @property
@@ -372,6 +462,10 @@ class ResidualRecorder:
         self.tap = None
         self.batch_index = batch_index
         self._scales = None
+        self._unknowns_at_step = {
+            key: value.detach().clone()
+            for key, value in unknown_parameters(self.solver).items()
+        }
 
     def stop(self):
         """Stop recording and drop references to tensors."""
@@ -405,18 +499,18 @@ class ResidualRecorder:
         """
         if self.tap is None or solver is not self.solver:
             return evaluate(batch, solver)
+        # the live unknowns (the step's own, which the loss differentiates),
+        # through the tap's views when the kernel includes them
         views = self.tap.aliases(name)
-        return functional_call(
-            self._evaluate, _prefixed(views), (evaluate, batch), strict=False
-        )
+        return call_at(self._evaluate, solver, views, (evaluate, batch))
 
     def parameters(self):
         """
-        :return: The solver's trainable parameters, ``{name: parameter}``
-            (:func:`~pina_ntk.integration.pina_adapter.trainable_parameters`).
+        :return: The kernel's parameters, ``{name: parameter}``
+            (:func:`kernel_parameters` with :attr:`unknowns`).
         :rtype: dict
         """
-        return trainable_parameters(self.solver)
+        return kernel_parameters(self.solver, self.unknowns)
 
     def loss_scales(self):
         """
@@ -452,6 +546,34 @@ class ResidualRecorder:
         ]
         return group_blocks(owners, residuals, names)
 
+    def inverse_roles(self, names):
+        """
+        The roles of the conditions in an inverse problem, read off the
+        recorded residuals: whether the unknowns enter a condition's
+        residual (one backward pass from its residuals to the unknowns,
+        through the few nodes between them), and whether the condition
+        holds observations
+        (:func:`~pina_ntk.integration.pina_adapter.is_observation`).
+
+        :param names: The block order.
+        :type names: list[str]
+        :return: ``(entered, observed)``, a tuple of bools each.
+        :rtype: tuple[tuple, tuple]
+        """
+        unknowns = list(unknown_parameters(self.solver).values())
+        entered = dict.fromkeys(names, False)
+        for (name, _, _), residual in zip(self.calls, self.residuals):
+            if unknowns and residual.requires_grad and not entered[name]:
+                gradients = torch.autograd.grad(
+                    residual.sum(),
+                    unknowns,
+                    retain_graph=True,
+                    allow_unused=True,
+                )
+                entered[name] = any(g is not None for g in gradients)
+        observed = tuple(is_observation(self.solver, name) for name in names)
+        return tuple(entered[name] for name in names), observed
+
     def inputs(self):
         """
         The input points of the recorded calls, flattened and concatenated.
@@ -483,6 +605,7 @@ class ResidualRecorder:
             names,
             chunk_size,
             self.loss_scales(),
+            self._unknowns_at_step,
         )
 
 

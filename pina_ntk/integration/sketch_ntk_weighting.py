@@ -157,6 +157,8 @@ class SketchNTKWeighting(KernelWeighting):
         protocol's worst-case rule (``docs/suite.md``; where the band helps
         and where it hurts: ``docs/weights.md``).
     :type gradient_band: float | None
+    :param str unknowns: As in :class:`NTKWeighting`. Default
+        ``"observations_first"``.
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -185,6 +187,7 @@ class SketchNTKWeighting(KernelWeighting):
         sample_every_n_steps=10,
         statistic="trace",
         gradient_band=None,
+        unknowns="observations_first",
     ):
         check_rate("alpha", alpha)
         check_int("sample_every_n_steps", sample_every_n_steps, 1)
@@ -210,7 +213,7 @@ class SketchNTKWeighting(KernelWeighting):
             check_int("seed", seed, 0)
         if evaluation_chunk_size is not None:
             check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
-        super().__init__(safeguard, weight_bounds, gradient_band)
+        super().__init__(safeguard, weight_bounds, gradient_band, unknowns)
         self.alpha = float(alpha)
         self.refresh_every_n_steps = sample_every_n_steps
         self.warmup_samples = warmup_samples

@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from pina_ntk.core.weights import entry_weights, guarded_weights, ntk_weights
+from pina_ntk.core.weights import (
+    entry_weights,
+    guarded_weights,
+    ntk_weights,
+    observations_first,
+)
 
 
 def test_uniform_diagonal_gives_all_ones():
@@ -127,3 +132,25 @@ def test_weights_are_clamped_to_bounds():
     assert weights.min() >= 1e-3 and weights.max() <= 1e3
     assert weights[0] == 1e3  # clamped: the unclamped weight is ~3e11
     assert weights[2] == pytest.approx(1.0 / 3.0)  # within bounds: untouched
+
+
+def test_observations_first_caps_the_conditions_the_unknowns_enter():
+    # PDE (unknowns), boundary, two observation sets
+    weights = torch.tensor([1500.0, 7.0, 0.9, 1.2])
+    entered = (True, False, False, False)
+    observed = (False, False, True, True)
+    capped = observations_first(weights, entered, observed)
+    # the largest observation weight, 1.2; the boundary keeps its 7
+    assert capped.tolist() == pytest.approx([1.2, 7.0, 0.9, 1.2])
+    # a weight below the cap stays
+    low = torch.tensor([0.5, 7.0, 0.9, 1.2])
+    assert observations_first(low, entered, observed).tolist() == (
+        pytest.approx(low.tolist())
+    )
+
+
+def test_observations_first_changes_nothing_without_unknowns_or_data():
+    weights = torch.tensor([1500.0, 0.9])
+    none, first, second = (False, False), (True, False), (False, True)
+    assert observations_first(weights, none, second).equal(weights)
+    assert observations_first(weights, first, none).equal(weights)

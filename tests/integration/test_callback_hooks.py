@@ -170,7 +170,7 @@ class WeightingStub(SimpleNamespace):
     """A weighting whose ``connect`` records and keeps its driver."""
 
     def __init__(self, calls):
-        super().__init__(driver=None)
+        super().__init__(driver=None, unknowns="observations_first")
         self._calls = calls
 
     def connect(self, driver):
@@ -192,8 +192,8 @@ def test_setup_takes_over_the_weightings_statistics(monkeypatch):
             calls.append(("acquire", holder))
 
     class Recorder:
-        def __init__(self, solver):
-            made.append(("recorder", solver))
+        def __init__(self, solver, unknowns):
+            made.append(("recorder", solver, unknowns))
             self.solver = solver
 
         def attach(self):
@@ -213,7 +213,10 @@ def test_setup_takes_over_the_weightings_statistics(monkeypatch):
     callback = NTKCallback()
     callback.setup(trainer, solver, "fit")
     first = callback.statistics
-    assert made == [(weighting, "sum"), ("recorder", solver)]
+    assert made == [
+        (weighting, "sum"),
+        ("recorder", solver, "observations_first"),
+    ]
     assert calls[:3] == [("acquire", callback), ("connect", first), ("attach",)]
     # PINA's full-batch trainer drops log_every_n_steps: say so
     assert calls[3][0] == "info" and "log_every_n_steps" in calls[3][1]
@@ -232,7 +235,10 @@ def test_setup_takes_over_the_weightings_statistics(monkeypatch):
     )
     callback.setup(trainer, other, "fit")
     assert callback.statistics is not first
-    assert made[3:] == [(other.weighting, "sum"), ("recorder", other)]
+    assert made[3:] == [
+        (other.weighting, "sum"),
+        ("recorder", other, "observations_first"),
+    ]
     # an interval of the callback's own: no message
     calls.clear()
     NTKCallback(log_every_n_steps=3).setup(trainer, other, "fit")

@@ -7,11 +7,11 @@ import lightning
 import numpy as np
 import pytest
 import torch
-from pina import Condition, LabelTensor
+from pina import Condition
 from pina.domain import CartesianDomain
 from pina.equation import Equation, FixedValue
 from pina.operator import laplacian
-from pina.problem import InverseProblem, SpatialProblem
+from pina.problem import SpatialProblem
 from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
@@ -23,6 +23,7 @@ from pina_ntk.integration.recording import replay_residual_fn
 from helpers import (
     WeightHistory,
     float32_exact,
+    line_problem,
     make_solver,
     make_trainer,
     mlp,
@@ -289,36 +290,8 @@ def test_single_point_condition_matches_exact_traces():
         )
 
 
-class InverseLine(SpatialProblem, InverseProblem):
-    """u'' = -mu pi^2 sin(pi x), u(0) = 0, mu unknown, data of u."""
-
-    output_variables = ["u"]
-    spatial_domain = CartesianDomain({"x": [0, 1]})
-    unknown_parameter_domain = CartesianDomain({"mu": [0.5, 2.0]})
-    domains = {"D": spatial_domain, "left": CartesianDomain({"x": 0.0})}
-
-    def residual(input_, output_, params_):
-        lap = laplacian(output_, input_, components=["u"], d=["x"])
-        return lap + params_["mu"] * math.pi**2 * torch.sin(
-            math.pi * input_.extract(["x"])
-        )
-
-    x_data = LabelTensor(torch.linspace(0.1, 0.9, 5).reshape(-1, 1), ["x"])
-    conditions = {
-        "D": Condition(domain="D", equation=Equation(residual)),
-        "left": Condition(domain="left", equation=FixedValue(0.0)),
-        "data": Condition(
-            input=x_data,
-            target=LabelTensor(torch.sin(math.pi * x_data.tensor), ["u"]),
-        ),
-    }
-
-
 def test_inverse_problem_unknowns_stay_out_of_the_kernel():
-    lightning.seed_everything(0, verbose=False)
-    problem = InverseLine()
-    problem.discretise_domain(6, "grid", domains="D")
-    problem.discretise_domain(1, "grid", domains="left")
+    problem = line_problem()
     solver = PhysicsInformedSingleModelSolver(
         problem,
         mlp(1, 1),

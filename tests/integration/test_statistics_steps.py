@@ -47,6 +47,7 @@ class ScriptedRule:
         self.safeguard = None
         self.weight_bounds = (1e-6, 1e6)
         self.gradient_band = None
+        self.unknowns = "observations_first"
         self.solver = None
         #: the entry counts of the refreshes whose cost was judged
         self.costed = []
@@ -117,6 +118,10 @@ class Residuals:
 
     def tap_gradients(self, tap):
         raise AssertionError("no gradient band here")
+
+    def inverse_roles(self, names):
+        # a forward problem: no condition has unknowns
+        return (False,) * len(names), (False,) * len(names)
 
 
 class RecordingSafeguard:

@@ -19,7 +19,8 @@ class ScriptedWeighting(KernelWeighting):
 
     def __init__(self, traces=(), **options):
         options = {"safeguard": None, "weight_bounds": (1e-6, 1e6),
-                   "gradient_band": None, **options}  # fmt: skip
+                   "gradient_band": None, "unknowns": "excluded",
+                   **options}  # fmt: skip
         super().__init__(**options)
         self.traces, self.scales = list(traces), []
 
