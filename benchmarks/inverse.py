@@ -2,9 +2,11 @@ r"""How should NTK weights treat an inverse problem's unknowns? (issue #69)
 
 On the three inverse settings (``heat_inverse`` of the split,
 ``poisson_source`` and ``wave_speed`` of ``suite_inverse_problems.py``),
-with :data:`SEEDS` seeds and the suite's network, points, Adam and error
-grid for :data:`STEPS` steps (each run a job of ``weightings.run_job``,
-recorded every :data:`RECORD_EVERY` steps), the rows of :data:`ROWS`:
+with :data:`SEEDS` seeds, the suite's points, learning-rate decay and error
+grid, and PINA's inverse-problem tutorial's network size and learning rate
+(:data:`NETWORK`) for :data:`STEPS` steps (each run a job of
+``weightings.run_job``, recorded every :data:`RECORD_EVERY` steps), the
+rows of :data:`ROWS`:
 
 * ``none``: the plain sum;
 * ``default``: ``SketchNTKWeighting()`` as shipped when run
@@ -49,7 +51,10 @@ from weightings_setup import FULL, QUICK
 SCRIPT = "inverse.py"
 #: The settings, seeds, steps and records, fixed before the run.
 SETTINGS = ("heat_inverse", "poisson_source", "wave_speed")
-SEEDS, STEPS, RECORD_EVERY = 5, 2000, 40
+SEEDS, STEPS, RECORD_EVERY = 5, 1500, 30
+#: The tutorial's network size (``FeedForward``, three layers of 20, here
+#: with tanh, as the suite's) and learning rate.
+NETWORK = dict(network="feedforward", width=20, depth=3, lr=5e-3)
 #: A parameter error at or below this identifies the unknowns (the issue's
 #: 5 % of the truth).
 IDENTIFIED = 0.05
@@ -110,6 +115,7 @@ def study_jobs(settings, recipe):
     for base in bases:
         for row, (weighting, options) in ROWS.items():
             job = dict(base, weighting=weighting, row=row, **options)
+            job.update(NETWORK if not settings["quick"] else {})
             job.update(
                 steps=recipe["steps"], callbacks="inverse:study_callbacks"
             )
@@ -126,6 +132,7 @@ def run_all(args, argv):
         settings=SETTINGS, seeds=SEEDS, steps=STEPS, every=RECORD_EVERY
     )
     recipe.update(settings=list(recipe["settings"]), identified=IDENTIFIED)
+    recipe.update(network=NETWORK)
     log = functools.partial(print, file=sys.stderr, flush=True)
     path = os.path.join(args.output_dir, "inverse.json")
     document = dict(script=SCRIPT, parts=[], recipe=recipe, runs=[])

@@ -196,13 +196,20 @@ def render(document):
     for part in document["parts"]:
         lines += harness.header_lines(part)
     recipe = document["recipe"]
+    network = recipe.get("network", {})
+    size = "the suite's network and learning rate"
+    if network:
+        size = (
+            f"a {network['depth']}×{network['width']} tanh `FeedForward`, "
+            f"Adam at {network['lr']:g} × 0.9 per 1000 steps"
+        )
     lines += [
         "",
-        f"{recipe['seeds']} seeds, {recipe['steps']} Adam steps, the "
-        "suite's network, points and learning rate; the parameter error is "
-        "the largest relative error of the unknowns at the end; the "
-        "solution error is the suite's (the median of the last five "
-        "records), paired by seed with none's.",
+        f"{recipe['seeds']} seeds, {recipe['steps']} Adam steps, {size}, "
+        "the suite's points; the parameter error is the largest relative "
+        "error of the unknowns at the end; the solution error is the "
+        "suite's (the median of the last five records), paired by seed "
+        "with none's.",
     ]
     for setting in recipe["settings"]:
         lines += ["", f"### `{setting}`", ""]
