@@ -341,7 +341,10 @@ def read_json(path):
 def read_block(path, begin, end):
     """:return: The block between the markers of a file, or ``None``."""
     text = Path(path).read_text("utf-8") if os.path.isfile(path) else ""
-    start, stop = text.find(begin + "\n"), text.find(end)
+    # the first end marker after the block's own begin: a page may hold
+    # blocks of several scripts
+    start = text.find(begin + "\n")
+    stop = text.find(end, start + 1) if start >= 0 else -1
     found = start >= 0 and stop >= start
     return text[start + len(begin) + 1 : stop] if found else None
 

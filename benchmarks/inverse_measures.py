@@ -20,10 +20,7 @@ import suite_protocol as protocol
 #: A cell of runs that did not record their parameter error.
 NOT_RECORDED = "not recorded"
 #: From when on runs record it, as the pages say.
-SINCE = (
-    "the issue *Inverse problems: the parameter error must be a "
-    "first-class measure*"
-)
+SINCE = "issue #69 (inverse problems)"
 
 
 def parameter_error(values, true):

@@ -23,7 +23,7 @@ LABELS = {
     "(prototype)",
 }
 #: The figure's setting and rows, and its path from the page.
-FIGURE_SETTING, FIGURE_ROWS = "poisson_source", (NONE, DEFAULT)
+FIGURE_SETTING, FIGURE_ROWS = "poisson_source", (DEFAULT, NONE)
 FIGURE = f"figures/inverse-{FIGURE_SETTING}.png"
 
 
@@ -59,6 +59,18 @@ def solution_ratios(document, setting, row):
             base = protocol.run_error(reference[seed])
             found[seed] = protocol.run_error(run) / base
     return found
+
+
+def parameter_ratios(document, setting, row):
+    """``{seed: parameter error / none's}``, paired by seed; a seed whose
+    plain-sum run failed is left out."""
+    own = parameter_errors(document, setting, row)
+    reference = parameter_errors(document, setting, NONE)
+    return {
+        seed: error / reference[seed]
+        for seed, error in own.items()
+        if seed in reference and math.isfinite(reference[seed])
+    }
 
 
 def identifies(document, setting, row):
@@ -123,6 +135,7 @@ def setting_table(document, setting):
         "weighting",
         "parameter error: median (worst seed)",
         f"seeds within {percent(limit)}",
+        "parameter error ÷ none: geometric mean (seeds above none)",
         "solution error ÷ none: geometric mean (worst seed)",
         "identifies no worse than none",
     ]
@@ -131,16 +144,21 @@ def setting_table(document, setting):
         errors = list(parameter_errors(document, setting, row).values())
         within = sum(e <= limit for e in errors)
         ratios = list(solution_ratios(document, setting, row).values())
-        ratio = "1 (reference)"
+        ratio = parameter = "1 (reference)"
         if row != NONE:
             mean = protocol.geometric_mean(ratios)
             ratio = f"{number(mean)} ({number(max(ratios))})"
+            own = list(parameter_ratios(document, setting, row).values())
+            above = sum(r > 1 for r in own)
+            mean = protocol.geometric_mean(own)
+            parameter = f"{number(mean)} ({above} of {len(own)})"
         rows.append(
             [
                 LABELS[row],
                 f"{percent(statistics.median(errors))} "
                 f"({percent(max(errors))})",
                 f"{within} of {len(errors)}",
+                parameter,
                 ratio,
                 "yes" if identifies(document, setting, row) else "**no**",
             ]
@@ -170,16 +188,22 @@ def figure(document, path):
 
     names = sorted(runs[0]["history"]["parameters"][0])
     fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.2))
-    colours = {NONE: "tab:grey", DEFAULT: "tab:blue"}
+    # none dashed, on top: where the two agree both stay visible
+    styles = {NONE: ("tab:grey", "--"), DEFAULT: ("tab:blue", "-")}
     for axis, name in zip(axes, names):
         for row in FIGURE_ROWS:
             chosen = runs_of(document, FIGURE_SETTING, row).values()
             for index, run in enumerate(chosen):
                 history = run["history"]
                 values = [p[name] for p in history["parameters"]]
-                label = LABELS[row].split(",")[0] if index == 0 else None
+                label = LABELS[row].split(",")[0].strip("`")
+                colour, line = styles[row]
                 axis.plot(
-                    history["steps"], values, color=colours[row], label=label
+                    history["steps"],
+                    values,
+                    color=colour,
+                    linestyle=line,
+                    label=label if index == 0 else None,
                 )
         true = document["true_parameters"][FIGURE_SETTING][name]
         axis.axhline(true, color="black", linestyle=":", label="true value")

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import harness  # noqa: E402
 import inverse  # noqa: E402
+import inverse_logs  # noqa: E402
 import inverse_page  # noqa: E402
 
 from test_benchmark_smoke import run_main  # noqa: E402
@@ -177,3 +178,60 @@ def test_the_figure_draws_the_recorded_unknowns(tmp_path):
     for record in runs:
         del record["history"]["parameters"]
     assert inverse_page.FIGURE not in inverse_page.render(found)
+
+
+def test_parameter_ratios_are_paired_by_seed_and_skip_a_failed_reference():
+    runs = [
+        run("a", "none", 0, 0.02, 1.0),
+        run("a", "none", 1, 0.01, 1.0, status="failed"),
+        run("a", "default", 1, 0.5, 1.0),
+        run("a", "default", 0, 0.01, 1.0),
+    ]
+    ratios = inverse_page.parameter_ratios(document(runs), "a", "default")
+    assert ratios == {0: pytest.approx(0.5)}
+
+
+def test_the_lightning_log_is_read_by_epoch(tmp_path):
+    # Lightning's CSVLogger: one row per logged epoch, other metrics' rows
+    # without the unknowns
+    log = tmp_path / "metrics.csv"
+    log.write_text(
+        "epoch,mu1,mu2,step,train_loss\n"
+        "0,0.8,0.9,0,\n"
+        "0,,,0,1.5\n"
+        "1,0.7,0.85,1,\n",
+        encoding="utf-8",
+    )
+    rows = inverse_logs.read_log(log)
+    assert rows == [
+        (0, {"mu1": 0.8, "mu2": 0.9}),
+        (1, {"mu1": 0.7, "mu2": 0.85}),
+    ]
+    kept = tmp_path / "kept" / "none.csv"
+    inverse_logs.write_log(kept, rows)
+    assert inverse_logs.read_log(kept) == rows
+
+
+def test_inverse_logs_quick(tmp_path):
+    """``inverse_logs.py --quick``: each row trains PINA's tutorial through
+    a Lightning ``CSVLogger``; the kept logs have every epoch, the page's
+    block is rendered from them alone, again the same from the kept run."""
+    code, _ = run_main(inverse_logs, "--quick", "--output-dir", tmp_path)
+    assert code == 0
+    document = harness.read_json(tmp_path / "inverse-logs" / "run.json")
+    for row in inverse_logs.ROWS:
+        rows = inverse_logs.read_log(tmp_path / "inverse-logs" / f"{row}.csv")
+        assert [epoch for epoch, _ in rows] == [0, 1, 2]
+    page = (tmp_path / "inverse-problems.md").read_text(encoding="utf-8")
+    assert "python benchmarks/inverse_logs.py --quick" in page
+    assert (tmp_path / inverse_logs.FIGURE).stat().st_size > 0
+    again = tmp_path / "again"
+    run_main(
+        inverse_logs,
+        "--from-json",
+        tmp_path / "inverse-logs" / "run.json",
+        "--output-dir",
+        again,
+    )
+    assert (again / "inverse-problems.md").read_text(encoding="utf-8") == page
+    assert document["epochs"] == 3

@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import configurations  # noqa: E402
 import harness  # noqa: E402
+import inverse_logs  # noqa: E402
 import inverse_page  # noqa: E402
 import lbfgs  # noqa: E402
 import mutation_score  # noqa: E402
@@ -103,6 +104,20 @@ PAGES = [
         "inverse.json",
         "inverse.py",
         lambda document, page: inverse_page.render(document),
+    ),
+    (
+        "inverse-problems.md",
+        "inverse-logs/run.json",
+        "inverse_logs.py",
+        lambda document, page: inverse_logs.render(
+            document,
+            {
+                row: inverse_logs.read_log(
+                    os.path.join(DOCS, "inverse-logs", f"{row}.csv")
+                )
+                for row in document["rows"]
+            },
+        ),
     ),
     (
         "scaling.md",
