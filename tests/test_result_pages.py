@@ -296,18 +296,23 @@ def test_the_first_halfs_band_runs_are_the_earlier_default_made_again():
     band = [r for r in runs if r["weighting"] == "sketch_band_4"]
     live = [r for r in band if "superseded" not in r]
     again = [r for r in live if r.get("run_as") != "default"]
-    assert len(live) == 30 and {r["problem"] for r in again} == {"stokes"}
-    assert sorted(r["seed"] for r in again) == list(range(5))
-    reasons = {
-        r["superseded"]["reason"]
-        for r in band
-        if r.get("superseded", {}).get("part") == again[0]["part"]
-    }
-    assert len(reasons) == 1 and "issue #54" in reasons.pop()
+    # made again on their own: stokes (issue #54), and heat_inverse to
+    # record its parameter error (issue #69)
+    assert len(live) == 30
+    assert {r["problem"] for r in again} == {"stokes", "heat_inverse"}
+    for problem, issue in (("stokes", "issue #54"), ("heat_inverse", "#69")):
+        mine = [r for r in again if r["problem"] == problem]
+        assert sorted(r["seed"] for r in mine) == list(range(5))
+        reasons = {
+            r["superseded"]["reason"]
+            for r in band
+            if r.get("superseded", {}).get("part") == mine[0]["part"]
+        }
+        assert len(reasons) == 1 and issue in reasons.pop(), problem
     assert not any(r["weighting"] == "default" for r in runs)
     options = {
         json.dumps({k: v for k, v in r["weighting_options"].items()
-                    if k != "seed"}, sort_keys=True)
+                    if k not in ("seed", "unknowns")}, sort_keys=True)
         for r in band
     }  # fmt: skip
     assert len(options) == 1 and '"gradient_band": 4.0' in options.pop()
