@@ -264,7 +264,7 @@ def worker_state(job):
     }
 
 
-def line_problem(upper=2.0, start=None):
+def inverse_line_problem(upper=2.0, start=None):
     """An inverse problem: ``u'' = -mu pi^2 sin(pi x)`` on eight grid
     points, ``u(0) = 0``, five observations of ``sin(pi x)``; ``mu``
     unknown in ``[0.5, upper]`` (true 1), starting at ``start`` (``None``:

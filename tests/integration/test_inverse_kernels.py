@@ -30,7 +30,13 @@ from pina_ntk import NTKWeighting, SketchNTKWeighting, ntk_traces
 from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.integration.recording import ResidualRecorder
 
-from helpers import line_problem, make_solver, make_trainer, mlp, ntk_callback
+from helpers import (
+    inverse_line_problem,
+    make_solver,
+    make_trainer,
+    mlp,
+    ntk_callback,
+)
 from reference import jacobian_rows
 
 #: Where the unknown starts: above the upper bound of the clamped problem.
@@ -38,7 +44,7 @@ START = 3.0
 
 
 def line_solver(upper, weighting=None):
-    problem = line_problem(upper, START)
+    problem = inverse_line_problem(upper, START)
     lightning.seed_everything(1, verbose=False)
     return PhysicsInformedSingleModelSolver(
         problem, mlp(1, 1), weighting=weighting

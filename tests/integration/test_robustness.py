@@ -23,7 +23,7 @@ from pina_ntk.integration.recording import replay_residual_fn
 from helpers import (
     WeightHistory,
     float32_exact,
-    line_problem,
+    inverse_line_problem,
     make_solver,
     make_trainer,
     mlp,
@@ -291,7 +291,7 @@ def test_single_point_condition_matches_exact_traces():
 
 
 def test_inverse_problem_unknowns_stay_out_of_the_kernel():
-    problem = line_problem()
+    problem = inverse_line_problem()
     solver = PhysicsInformedSingleModelSolver(
         problem,
         mlp(1, 1),
