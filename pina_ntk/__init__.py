@@ -16,7 +16,8 @@ The package has three layers, one per subpackage; data flows upwards only
 Public API (importable from ``pina_ntk`` itself):
 
 * :class:`NTKWeighting`, :class:`SketchNTKWeighting`: pass as
-  ``weighting=...`` to a PINA single-model solver;
+  ``weighting=...`` to a PINA solver (single-model, ensemble,
+  self-adaptive or competitive);
 * :class:`NTKCallback`: drives the weightings; the solver adds it to its
   trainer by itself (pass one to ``pina.Trainer(callbacks=[...])`` to set
   its options);

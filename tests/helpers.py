@@ -6,6 +6,7 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 ``reference.py``.
 """
 
+import copy
 import math
 import os
 
@@ -25,7 +26,12 @@ from pina.problem.zoo import (
     SupervisedProblem,
 )
 from pina.solver import (
+    AutoregressiveEnsembleSolver,
+    CompetitivePhysicsInformedSolver,
+    PhysicsInformedEnsembleSolver,
     PhysicsInformedSingleModelSolver,
+    SelfAdaptivePhysicsInformedSolver,
+    SupervisedEnsembleSolver,
     SupervisedSingleModelSolver,
 )
 
@@ -132,6 +138,46 @@ def series_problem():
     return Series()
 
 
+#: PINA's five multi-model solvers (:func:`multi_model_solver`).
+MULTI_MODEL_KINDS = (
+    "physics-informed ensemble",
+    "supervised ensemble",
+    "autoregressive ensemble",
+    "self-adaptive",
+    "competitive",
+)
+
+
+def multi_model_solver(kind, weighting, members=2, width=16, n=10, eps=0.5):
+    """One of PINA's multi-model solvers (:data:`MULTI_MODEL_KINDS`) on a
+    small problem, seeded: ensembles of ``members`` tanh networks of
+    ``width`` (the autoregressive one with ``eps``), the self-adaptive and
+    competitive solvers of one network (and PINA's default weights or
+    discriminator); ``n`` points per condition."""
+    lightning.seed_everything(0, verbose=False)
+    if kind == "autoregressive ensemble":
+        models = [mlp(2, 2, width=width) for _ in range(members)]
+        return AutoregressiveEnsembleSolver(
+            series_problem(), models, weighting=weighting, eps=eps
+        )
+    if kind == "supervised ensemble":
+        models = [mlp(2, 1, width=width) for _ in range(members)]
+        return SupervisedEnsembleSolver(
+            make_problem("supervised", n=n), models, weighting=weighting
+        )
+    problem = make_problem("poisson", n=n)
+    if kind == "physics-informed ensemble":
+        models = [mlp(2, 1, width=width) for _ in range(members)]
+        return PhysicsInformedEnsembleSolver(
+            problem, models, weighting=weighting
+        )
+    classes = {
+        "self-adaptive": SelfAdaptivePhysicsInformedSolver,
+        "competitive": CompetitivePhysicsInformedSolver,
+    }
+    return classes[kind](problem, mlp(2, 1, width=width), weighting=weighting)
+
+
 def untouched_line_problem():
     """``u = 0`` on ``[0, 1]`` (5 grid points), of a problem class of its own:
     PINA's zoo classes share their condition objects between instances, so
@@ -169,6 +215,40 @@ def make_trainer(solver, steps, callbacks=None, ntk=True, **kwargs):
     )
     options.update(kwargs)
     return Trainer(solver, **options)
+
+
+class FirstBatch(lightning.Callback):
+    """Keeps the first training batch and the parameters it was taken at."""
+
+    def on_train_batch_start(self, trainer, pl_module, batch, index):
+        if not hasattr(self, "batch"):
+            self.batch = {name: dict(data) for name, data in batch}
+            self.state = copy.deepcopy(pl_module.state_dict())
+
+
+def first_step_traces(solver):
+    """Train one step; return the traces its weights used, the first
+    batch, and leave the solver at its first step's parameters."""
+    first = FirstBatch()
+    make_trainer(solver, 1, callbacks=[first]).train()
+    solver.load_state_dict(first.state)
+    return solver.weighting.driver.traces, first.batch
+
+
+def plain_evaluate(solver, name, data):
+    """Condition ``name``'s own ``evaluate`` (no recording wrapper) on
+    ``data``, as a plain tensor."""
+    condition = solver.problem.conditions[name]
+    residual = type(condition).evaluate(condition, data, solver)
+    return torch.Tensor.as_subclass(residual, torch.Tensor)
+
+
+def pina_condition_loss(solver, name, data):
+    """PINA's own loss of condition ``name`` at the present parameters (a
+    private method: the tests' only way to the loss before the weighting
+    aggregates it)."""
+    condition = solver.problem.conditions[name]
+    return float(solver._compute_condition_loss(condition, data, 0).detach())
 
 
 class WeightHistory(lightning.Callback):

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import harness  # noqa: E402
 import inverse  # noqa: E402
+import inverse_cost  # noqa: E402
 import inverse_logs  # noqa: E402
 import inverse_page  # noqa: E402
 
@@ -235,3 +236,74 @@ def test_inverse_logs_quick(tmp_path):
     )
     assert (again / "inverse-problems.md").read_text(encoding="utf-8") == page
     assert document["epochs"] == 3
+
+
+# ------------------------------------------------- the cost of exact weights
+def rows_of(inverse_exact, forward_exact, none=1.0):
+    """A round's step durations: 2 warm-up steps of 100 s, then 3 steps."""
+    slow = [100.0, 100.0]
+    durations = {}
+    for twin, exact in (("inverse", inverse_exact), ("forward", forward_exact)):
+        durations[f"{twin}/none"] = slow + [none] * 3
+        durations[f"{twin}/exact"] = slow + [exact] * 3
+        durations[f"{twin}/default"] = slow + [none * 1.1] * 3
+    return durations
+
+
+def test_the_cost_measure_is_the_inverse_ratio_over_the_forward_ones():
+    # exact 6x none on the inverse problem, 4x on its twin: 1.5, whatever
+    # the warm-up steps (dropped) and the unweighted step's own length
+    medians, excess = inverse_cost.round_measures(rows_of(6.0, 4.0), 2)
+    assert excess == pytest.approx(1.5)
+    assert medians["inverse/exact"] == 6.0
+    _, excess = inverse_cost.round_measures(rows_of(12.0, 8.0, none=2.0), 2)
+    assert excess == pytest.approx(1.5)
+
+
+def test_the_cost_verdict_reads_the_interval_over_rounds():
+    def verdict(pairs):
+        found = dict(
+            settings=dict(warmup=2), rounds=[rows_of(*p) for p in pairs]
+        )
+        return inverse_cost.summary(found)[2]
+
+    assert verdict([(4.0, 4.0), (4.2, 4.0), (3.9, 4.0)]) == "pass"
+    assert verdict([(8.0, 4.0), (8.4, 4.0), (7.9, 4.0)]) == "**miss**"
+    assert verdict([(4.0, 4.0), (4.0, 4.0)]) == "not resolved"  # 2 rounds
+
+
+def test_inverse_cost_quick(tmp_path):
+    """``inverse_cost.py --quick``: every row of both twins timed, the page
+    block rendered again the same from the results alone; the committed
+    results are left as they are."""
+    committed = Path(ROOT, "docs", "inverse-cost.json")
+    before = committed.read_bytes()
+    code, _ = run_main(inverse_cost, "--quick", "--output-dir", tmp_path)
+    assert code == 0
+    found = harness.read_json(tmp_path / "inverse-cost.json")
+    (timed,) = found["rounds"]
+    assert set(timed) == {f"{t}/{n}" for t, n in inverse_cost.ROWS}
+    steps = found["settings"]["warmup"] + found["settings"]["steps"]
+    assert all(len(d) == steps and min(d) > 0 for d in timed.values())
+    page = tmp_path / "inverse-problems.md"
+    block = harness.page_block(str(page), "inverse_cost.py")
+    assert block == inverse_cost.render(found)
+    assert committed.read_bytes() == before
+
+
+def test_the_forward_twin_is_the_tutorial_at_the_true_source():
+    # same conditions but no unknowns; its equation's residual is the
+    # inverse problem's at the true centre
+    twin = inverse_cost.ForwardPoissonSource()
+    tutorial = inverse_cost.PoissonSourceProblem()
+    assert set(twin.conditions) == set(tutorial.conditions)
+    assert not hasattr(twin, "unknown_parameters")
+    points = tutorial.spatial_domain.sample(20, "random").requires_grad_(True)
+    output = points.extract(["x"]) ** 2 * points.extract(["y"])
+    output.labels = ["u"]
+    at_truth = {"mu1": torch.tensor(0.5), "mu2": torch.tensor(0.5)}
+    expected = tutorial.conditions["D"].equation.residual(
+        points, output, at_truth
+    )
+    found = twin.conditions["D"].equation.residual(points, output)
+    assert torch.allclose(found, expected)

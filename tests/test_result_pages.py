@@ -28,9 +28,12 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import configurations  # noqa: E402
 import harness  # noqa: E402
+import inverse_cost  # noqa: E402
 import inverse_logs  # noqa: E402
 import inverse_page  # noqa: E402
 import lbfgs  # noqa: E402
+import multi_model  # noqa: E402
+import multi_model_cost  # noqa: E402
 import mutation_score  # noqa: E402
 import scaling_page  # noqa: E402
 import probe_variance  # noqa: E402
@@ -118,6 +121,24 @@ PAGES = [
                 for row in document["rows"]
             },
         ),
+    ),
+    (
+        "inverse-problems.md",
+        "inverse-cost.json",
+        "inverse_cost.py",
+        lambda document, page: inverse_cost.render(document),
+    ),
+    (
+        "multi-model.md",
+        "multi-model.json",
+        "multi_model.py",
+        lambda document, page: multi_model.render(document),
+    ),
+    (
+        "multi-model.md",
+        "multi-model-cost.json",
+        "multi_model_cost.py",
+        lambda document, page: multi_model_cost.render(document),
     ),
     (
         "scaling.md",

@@ -23,7 +23,8 @@ METHODS = ("exact", "sketch")
 def condition_calls(solver):
     """
     One ``(name, evaluate, batch)`` triple per condition of the solver's
-    problem, on the full discretisation stored in the conditions.
+    problem (per condition and member for an ensemble solver), on the full
+    discretisation stored in the conditions.
 
     :param solver: A PINA solver whose problem holds its points (after
         ``pina.Trainer(solver, ...)`` has been created).
@@ -57,12 +58,15 @@ def ntk_traces(solver, method="exact", **options):
     Per-condition NTK traces ``Tr(K_cc)`` on the solver's discretisation.
 
     Residuals are the plain ``condition.evaluate`` residuals at the points
-    stored in the conditions: a causal solver's time slicing and the
-    factors the causal, RBA and autoregressive solvers put on the squared
-    residual inside their losses, which the weightings' kernel includes in
-    training, are not applied here.
+    stored in the conditions, every member's for an ensemble solver: a
+    causal solver's time slicing and the factors the causal, RBA,
+    autoregressive, self-adaptive and competitive solvers put on the
+    squared residual inside their losses, which the weightings' kernel
+    includes in training, are not applied here.
 
-    :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
+    :param solver: A PINA solver the weightings accept (single-model,
+        ensemble, self-adaptive or competitive) after ``pina.Trainer``
+        set-up.
     :param str method: ``"exact"`` (:class:`~pina_ntk.NTKWeighting`'s
         traces) or ``"sketch"`` (the mean of ``samples`` sketches, drawn as
         :class:`~pina_ntk.SketchNTKWeighting`'s warm start draws them,
@@ -99,7 +103,8 @@ def solver_ntk_weights(solver, method="exact", **options):
     or clamping) for the solver's loss reduction; see
     :func:`pina_ntk.core.weights.ntk_weights` for the convention.
 
-    :param solver: A PINA single-model solver after ``pina.Trainer`` set-up.
+    :param solver: A PINA solver the weightings accept, after
+        ``pina.Trainer`` set-up.
     :param str method: ``"exact"`` or ``"sketch"``. Default ``"exact"``.
     :param options: The keyword options of :func:`ntk_traces`.
     :return: ``{condition: weight}`` as floats.
@@ -140,7 +145,7 @@ def _block_statistics(solver, method, **options):
     """``(names, traces, sizes)`` of the solver's condition blocks."""
     weighting = diagnostic_weighting(method, **options)
     calls = condition_calls(solver)
-    names = [name for name, _, _ in calls]
+    names = list(dict.fromkeys(name for name, _, _ in calls))
     residual_fn = replay_residual_fn(solver, calls, names)
     params = kernel_parameters(solver, weighting.unknowns)
     residuals = residual_fn(params)

@@ -152,8 +152,12 @@ class NTKDiagnosticsCallback(Callback):
     # ------------------------------------------------------------ set-up
     @override
     def setup(self, trainer, pl_module, stage):
-        """Check that the solver's residuals can be replayed."""
-        check_kernel_solver(pl_module, "NTKDiagnosticsCallback")
+        """Check that the solver's residuals can be replayed: a
+        single-model solver (the time averages are those of the plain
+        residual's loss, which multi-model solvers do not minimise)."""
+        check_kernel_solver(
+            pl_module, "NTKDiagnosticsCallback", multi_model=False
+        )
 
     # ------------------------------------------------------- training step
     @override

@@ -14,6 +14,9 @@ checks it). What is touched, and why:
   unknowns in place between a step's loss and its backward pass);
 * ``weighting._solver``: PINA writes it when it attaches a weighting to a
   solver; :class:`SolverAttachedWeighting` turns the write into a hook;
+* ``solver._active_model_idx``: the member of an ensemble solver whose
+  residual ``condition.evaluate`` computes; a recorded call keeps its
+  member (:func:`member_evaluate`) and a replay sets it again;
 * ``solver.configure_callbacks``: PINA's solvers do not define it;
   :func:`offer_callback` gives one to a solver instance;
 * ``condition.evaluate``: wrapped on condition instances while a callback
@@ -35,9 +38,13 @@ import torch
 from lightning.pytorch.utilities import rank_zero_warn
 from pina.condition import InputTargetCondition
 from pina.solver import (
+    AutoregressiveEnsembleSolver,
     AutoregressiveSingleModelSolver,
     CausalPhysicsInformedSingleModelSolver,
+    CompetitivePhysicsInformedSolver,
+    EnsembleSolver,
     RBAPhysicsInformedSingleModelSolver,
+    SelfAdaptivePhysicsInformedSolver,
     SingleModelSolver,
 )
 from pina.weighting import BaseWeighting
@@ -65,16 +72,79 @@ def solver_reduction(solver):
 
 def trainable_parameters(solver):
     """
-    The solver's module parameters that are trained.
+    The solver's module parameters that the kernel is taken with respect
+    to: those of the models that minimise the loss.
 
-    The unknown parameters of a PINA ``InverseProblem`` are not module
-    parameters (:func:`unknown_parameters`).
+    Every model of a single-model or an ensemble solver minimises it; the
+    self-adaptive solver's pointwise weights and the competitive solver's
+    discriminator maximise it, and are left out. The unknown parameters of
+    a PINA ``InverseProblem`` are not module parameters
+    (:func:`unknown_parameters`).
 
     :param solver: A PINA solver.
     :return: ``{name: parameter}`` in ``named_parameters`` order.
     :rtype: dict
     """
-    return {n: p for n, p in solver.named_parameters() if p.requires_grad}
+    minimisers = None
+    if isinstance(
+        solver,
+        (SelfAdaptivePhysicsInformedSolver, CompetitivePhysicsInformedSolver),
+    ):
+        minimisers = {id(p) for p in solver.model.parameters()}
+    return {
+        n: p
+        for n, p in solver.named_parameters()
+        if p.requires_grad and (minimisers is None or id(p) in minimisers)
+    }
+
+
+def ensemble_size(solver):
+    """
+    The number of models of an ensemble solver, whose condition loss is the
+    mean of its members' losses; 1 for every other solver.
+
+    :param solver: A PINA solver.
+    :rtype: int
+    """
+    return solver.num_models if isinstance(solver, EnsembleSolver) else 1
+
+
+class _MemberEvaluate:
+    """A condition's ``evaluate`` bound to one member of an ensemble."""
+
+    def __init__(self, evaluate, member):
+        self.evaluate = evaluate
+        self.member = member
+
+    def __call__(self, batch, solver):
+        previous = getattr(solver, "_active_model_idx", None)
+        solver._active_model_idx = self.member
+        try:
+            return self.evaluate(batch, solver)
+        finally:
+            solver._active_model_idx = previous
+
+
+def member_evaluate(solver, evaluate, member=None):
+    """
+    ``evaluate`` bound to a member of an ensemble solver, so that calling
+    it again evaluates that member's residual.
+
+    PINA's ensemble solvers evaluate each condition once per member, with
+    the member set in ``solver._active_model_idx`` (and every member's
+    output stacked when none is set).
+
+    :param solver: A PINA solver.
+    :param callable evaluate: A condition's ``evaluate``.
+    :param int member: The member; ``None`` (default): the one active now.
+    :return: ``evaluate`` itself for a solver that is not an ensemble.
+    :rtype: callable
+    """
+    if not isinstance(solver, EnsembleSolver):
+        return evaluate
+    if member is None:
+        member = getattr(solver, "_active_model_idx", None)
+    return evaluate if member is None else _MemberEvaluate(evaluate, member)
 
 
 #: Prefix of an inverse problem's unknowns among the kernel's parameters.
@@ -136,20 +206,39 @@ def is_observation(solver, name):
     return isinstance(solver.problem.conditions[name], InputTargetCondition)
 
 
-def check_kernel_solver(solver, owner):
+#: The solvers whose kernel is derived (``docs/estimators.md``), besides
+#: every single-model solver.
+MULTI_MODEL_SOLVERS = (
+    EnsembleSolver,
+    SelfAdaptivePhysicsInformedSolver,
+    CompetitivePhysicsInformedSolver,
+)
+
+
+def check_kernel_solver(solver, owner, multi_model=True):
     """
-    Require a solver whose residual kernel is defined: one model, and a
-    loss reduced by ``mean`` or ``sum``.
+    Require a solver whose residual kernel is defined: a single-model
+    solver, one of PINA's ensemble solvers, its self-adaptive or its
+    competitive solver, and a loss reduced by ``mean`` or ``sum``.
 
     :param solver: The Lightning module a callback is attached to.
     :param str owner: The name of the class asking, for the message.
+    :param bool multi_model: Whether the multi-model solvers qualify.
+        Default ``True``.
     :raises ValueError: If the solver does not qualify.
     """
-    if not isinstance(solver, SingleModelSolver):
+    if not multi_model and not isinstance(solver, SingleModelSolver):
         raise ValueError(
             f"{owner} needs a single-model PINA solver (e.g. "
             "PhysicsInformedSingleModelSolver); got "
             f"{type(solver).__name__}."
+        )
+    if not isinstance(solver, (SingleModelSolver, *MULTI_MODEL_SOLVERS)):
+        raise ValueError(
+            f"{owner} needs a PINA solver whose kernel is derived: a "
+            "single-model solver (e.g. PhysicsInformedSingleModelSolver), "
+            "an ensemble solver, SelfAdaptivePhysicsInformedSolver or "
+            f"CompetitivePhysicsInformedSolver; got {type(solver).__name__}."
         )
     reduction = solver_reduction(solver)
     if reduction not in REDUCTIONS:
@@ -211,15 +300,15 @@ def check_kernel_training(trainer, solver):
 
 
 @torch.no_grad()
-def residual_loss_scales(solver, owners, residuals, batch_index):
+def residual_loss_scales(solver, calls, residuals, batch_index):
     """
     The factors by which a solver's condition loss weighs each recorded
     residual entry, as square roots: the residual of the loss it minimises.
 
     PINA's physics-informed and supervised solvers minimise
-    ``reduce(loss_fn(r, 0))`` of each condition's residual ``r``; three
+    ``reduce(loss_fn(r, 0))`` of each condition's residual ``r``; five
     solvers put a factor ``f`` inside, ``reduce(f * loss_fn(r, 0))``, with
-    ``f`` out of the autograd graph:
+    ``f`` out of the autograd graph of the kernel's parameters:
 
     * causal, on its regularised conditions: ``f[t] = exp(-eps *
       cumsum_{s <= t} loss_fn(r[s], 0))`` over the ``n_steps`` time slices
@@ -227,8 +316,17 @@ def residual_loss_scales(solver, owners, residuals, batch_index):
     * RBA, on its regularised conditions: the attention weight of each
       point, read from its buffer after this step's update, at the rows
       PINA reads for batch ``batch_index``;
-    * autoregressive, with ``eps != 0``: ``f[t] = exp(-eps * cumsum(m))``
-      of the running averages ``m`` of its unrolling steps' losses.
+    * self-adaptive: ``func(w)`` of its pointwise weights ``w`` (a sigmoid
+      by default) at the same rows; ``w`` is maximised, not a kernel
+      parameter;
+    * autoregressive (single-model or ensemble), with ``eps != 0``:
+      ``f[t] = exp(-eps * cumsum(m))`` of the running averages ``m`` of its
+      unrolling steps' losses, as PINA updates them call by call (an
+      ensemble updates them once per member);
+    * competitive: the residual itself is ``r * d`` with ``d`` the
+      discriminator's output at the points (``f = d**2``, taken with its
+      sign here: the kernel is the same); the discriminator maximises the
+      loss and is not a kernel parameter.
 
     The kernel of the loss is then that of ``sqrt(f) * r``. The
     gradient-enhanced solver's penalty adds terms in the input derivatives
@@ -236,8 +334,9 @@ def residual_loss_scales(solver, owners, residuals, batch_index):
     residual the kernel is taken of*).
 
     :param solver: The PINA solver.
-    :param owners: The condition of each recorded call, in call order.
-    :type owners: list[str]
+    :param calls: The recorded ``(condition, evaluate, data)`` calls, in
+        call order.
+    :type calls: list[tuple]
     :param residuals: The recorded residuals, in call order.
     :type residuals: list[torch.Tensor]
     :param int batch_index: The training batch's index in its epoch.
@@ -247,6 +346,7 @@ def residual_loss_scales(solver, owners, residuals, batch_index):
         points takes the matching rows).
     :rtype: list[tuple]
     """
+    owners = [name for name, _, _ in calls]
     scales = [(None, False)] * len(residuals)
     if isinstance(solver, CausalPhysicsInformedSingleModelSolver):
         for name in solver.regularized_conditions:
@@ -254,30 +354,73 @@ def residual_loss_scales(solver, owners, residuals, batch_index):
                 solver.problem.conditions[name], InputTargetCondition
             ):
                 continue
-            calls = [i for i, owner in enumerate(owners) if owner == name]
+            indices = [i for i, owner in enumerate(owners) if owner == name]
             losses = torch.stack(
-                [_entry_losses(solver, residuals[i]) for i in calls]
+                [_entry_losses(solver, residuals[i]) for i in indices]
             )
             factors = torch.exp(-solver.eps * torch.cumsum(losses, dim=0))
-            for i, factor in zip(calls, factors):
+            for i, factor in zip(indices, factors):
                 scales[i] = (factor.sqrt(), True)
     elif isinstance(solver, RBAPhysicsInformedSingleModelSolver):
         for i, (owner, residual) in enumerate(zip(owners, residuals)):
             if owner in solver.regularized_conditions:
                 buffer = getattr(solver, solver.weight_buffers[owner])
-                count, total = residual.shape[0], buffer.shape[0]
-                start = (batch_index * count) % total
-                rows = torch.arange(start, start + count) % total
-                scales[i] = (buffer[rows.to(buffer.device)].sqrt(), True)
+                rows = _cyclic_rows(residual, buffer, batch_index)
+                scales[i] = (buffer[rows].sqrt(), True)
+    elif isinstance(solver, SelfAdaptivePhysicsInformedSolver):
+        for i, (owner, residual) in enumerate(zip(owners, residuals)):
+            weights = solver.weights.func(getattr(solver.weights, owner))
+            rows = _cyclic_rows(residual, weights, batch_index)
+            scales[i] = (weights[rows].sqrt(), True)
+    elif isinstance(solver, CompetitivePhysicsInformedSolver):
+        variables = solver.problem.input_variables
+        for i, (_, _, data) in enumerate(calls):
+            bets = solver.discriminator(data["input"][variables])
+            scales[i] = (bets, True)
     elif isinstance(solver, AutoregressiveSingleModelSolver) and solver.eps:
         for i, owner in enumerate(owners):
             averages = solver._running_avg[owner]
+            factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
+            scales[i] = (factors.sqrt(), False)
+    elif isinstance(solver, AutoregressiveEnsembleSolver) and solver.eps:
+        for i, averages in _member_running_averages(solver, owners, residuals):
             factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
             scales[i] = (factors.sqrt(), False)
     return [
         (None if s is None else as_plain_tensor(s).detach().clone(), p)
         for s, p in scales
     ]
+
+
+def _cyclic_rows(residual, buffer, batch_index):
+    """The rows of a per-point ``buffer`` PINA reads for batch
+    ``batch_index`` (RBA and self-adaptive solvers): the batch's points,
+    counted cyclically from ``batch_index`` times their number."""
+    count, total = residual.shape[0], buffer.shape[0]
+    start = (batch_index * count) % total
+    return (torch.arange(start, start + count) % total).to(buffer.device)
+
+
+def _member_running_averages(solver, owners, residuals):
+    """``(call index, running averages)`` each of an autoregressive
+    ensemble's calls was weighted by: PINA updates a condition's average
+    after each member's call and weights that call by the update, so the
+    step's averages are read back from the present ones call by call,
+    latest first (``m_{k-1} = (n_k m_k - l_k) / (n_k - 1)``)."""
+    found = []
+    for owner in dict.fromkeys(owners):
+        average = solver._running_avg[owner].clone()
+        count = solver._step_count[owner]
+        indices = [i for i, name in enumerate(owners) if name == owner]
+        for i in reversed(indices):
+            found.append((i, average.clone()))
+            losses = _entry_losses(solver, residuals[i])
+            dims = tuple(range(1, losses.dim()))
+            step = losses.mean(dim=dims, keepdim=True)
+            if count > 1:
+                average = (count * average - step) / (count - 1)
+            count -= 1
+    return sorted(found, key=lambda pair: pair[0])
 
 
 def residual_points_dim(solver):
@@ -290,7 +433,11 @@ def residual_points_dim(solver):
     :param solver: The PINA solver.
     :rtype: int
     """
-    return 1 if isinstance(solver, AutoregressiveSingleModelSolver) else 0
+    autoregressive = (
+        AutoregressiveSingleModelSolver,
+        AutoregressiveEnsembleSolver,
+    )
+    return 1 if isinstance(solver, autoregressive) else 0
 
 
 def _entry_losses(solver, residual):

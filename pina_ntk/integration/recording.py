@@ -15,7 +15,9 @@ from torch.func import functional_call
 from .pina_adapter import (
     as_plain_tensor,
     class_evaluate,
+    ensemble_size,
     is_observation,
+    member_evaluate,
     residual_loss_scales,
     residual_points_dim,
     UNKNOWN_PREFIX,
@@ -61,7 +63,9 @@ def batch_calls(solver, batch):
     ``evaluate`` is the condition's own method (a recording wrapper on the
     instance is bypassed) and ``data`` a copy of the
     condition's data whose input is a fresh leaf requiring gradients, as in
-    PINA's training step.
+    PINA's training step. An ensemble solver's condition gets one call per
+    member, as in its training step
+    (:func:`~pina_ntk.integration.pina_adapter.member_evaluate`).
 
     :param solver: The PINA solver.
     :param batch: ``(condition name, data dict)`` pairs, as in a training
@@ -78,7 +82,11 @@ def batch_calls(solver, batch):
         if torch.is_tensor(copied.get("input")):
             copied["input"] = copied["input"].detach().clone()
             copied["input"].requires_grad_(True)
-        calls.append((name, evaluate, copied))
+        members = range(ensemble_size(solver))
+        calls += [
+            (name, member_evaluate(solver, evaluate, member), copied)
+            for member in members
+        ]
     return calls
 
 
@@ -522,9 +530,8 @@ class ResidualRecorder:
         :rtype: list[tuple]
         """
         if self._scales is None:
-            owners = [name for name, _, _ in self.calls]
             self._scales = residual_loss_scales(
-                self.solver, owners, self.residuals, self.batch_index
+                self.solver, self.calls, self.residuals, self.batch_index
             )
         return self._scales
 
@@ -622,7 +629,9 @@ class _RecordingEvaluate:
         if not recorder.recording:
             return self.original(batch, solver)
         residual = recorder.evaluate(self.name, self.original, batch, solver)
-        recorder.calls.append((self.name, self.original, dict(batch)))
+        # an ensemble's member is the one PINA set for this call
+        evaluate = member_evaluate(solver, self.original)
+        recorder.calls.append((self.name, evaluate, dict(batch)))
         recorder.residuals.append(as_plain_tensor(residual))
         return residual
 

@@ -1,7 +1,9 @@
 """Worker for the distributed tests: trains a small PINN with each named
 weighting in turn and dumps the weights.
 
-Run as ``python tests/integration/ddp_worker.py OUT_DIR DEVICES W1,W2,...``;
+Run as ``python tests/integration/ddp_worker.py OUT_DIR DEVICES W1,W2,...``
+(``W@ensemble``, ``W@self-adaptive``, ``W@competitive``: weighting ``W`` on
+that multi-model solver);
 with ``DEVICES=2`` Lightning's DDP strategy (gloo on CPU) re-launches this
 script for the second rank once, and the later trainings reuse the process
 group (one start of torch, PINA and Lightning per rank for all of them).
@@ -20,7 +22,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # helpers
 
-from helpers import make_solver, make_trainer  # noqa: E402
+from helpers import (  # noqa: E402
+    make_solver,
+    make_trainer,
+    multi_model_solver,
+)
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting  # noqa: E402
 
@@ -65,7 +71,15 @@ def make_weighting(name):
             **sketch, sample_every_n_steps=2
         ),
     }
-    return found[name]()
+    return found[name.split("@")[0]]()
+
+
+#: The multi-model solvers a name may ask for after ``@``.
+SOLVERS = {
+    "ensemble": "physics-informed ensemble",
+    "self-adaptive": "self-adaptive",
+    "competitive": "competitive",
+}
 
 
 def main(out_dir, devices, names):
@@ -73,12 +87,18 @@ def main(out_dir, devices, names):
     logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
     torch.set_num_threads(1)
     for name in names.split(","):
-        train(Path(out_dir, name), devices, make_weighting(name))
+        solver = SOLVERS.get(name.partition("@")[2])
+        train(Path(out_dir, name), devices, make_weighting(name), solver)
 
 
-def train(out_dir, devices, weighting):
+def train(out_dir, devices, weighting, kind=None):
+    """Train the Poisson problem 5 steps with ``weighting``: a
+    physics-informed solver, or the multi-model solver ``kind``."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    solver = make_solver("poisson", weighting=weighting, n=20, seed=0)
+    if kind is None:
+        solver = make_solver("poisson", weighting=weighting, n=20, seed=0)
+    else:
+        solver = multi_model_solver(kind, weighting, n=20)
     trainer = make_trainer(
         solver,
         5,

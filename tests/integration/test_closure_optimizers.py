@@ -17,10 +17,11 @@ import pytest
 import torch
 from pina.callback import SwitchOptimizer
 from pina.optim import TorchOptimizer
+from pina.solver import PhysicsInformedEnsembleSolver
 
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
-from helpers import make_solver, make_trainer, ntk_callback
+from helpers import make_problem, make_solver, make_trainer, mlp, ntk_callback
 
 STEPS = 6
 
@@ -150,3 +151,20 @@ def test_lbfgs_with_batches(kind):
     assert log.evaluations > 12
     assert_one_objective_per_step(log)
     assert schedule(trainer, log) == schedule(reference_trainer, reference)
+
+
+@pytest.mark.parametrize("weighting", [None, "sketch", "exact"])
+def test_pinas_multi_model_solvers_take_no_closure_optimiser(weighting):
+    # PINA's ensemble, self-adaptive and competitive solvers optimise by
+    # hand and call optimizer.step() without a closure: torch's L-BFGS
+    # refuses that with or without a weighting, so the guide lists L-BFGS
+    # as unavailable there (the error is PINA's and torch's, not ours)
+    solver = PhysicsInformedEnsembleSolver(
+        make_problem("poisson", n=8),
+        [mlp(2, 1), mlp(2, 1)],
+        optimizers=[lbfgs(), lbfgs()],
+        weighting=None if weighting is None else WEIGHTINGS[weighting](),
+    )
+    trainer = make_trainer(solver, 1, ntk=weighting is not None)
+    with pytest.raises(TypeError, match="missing 1 required positional"):
+        trainer.train()

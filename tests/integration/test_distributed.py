@@ -20,8 +20,13 @@ WEIGHTINGS = (
     "sketch-boundary",
     "sketch-band",
     "sketch-every-2",
+    # PINA's multi-model solvers (manual optimisation)
+    "exact@ensemble",
+    "sketch@ensemble",
+    "exact@self-adaptive",
+    "sketch@competitive",
 )
-SINGLE = ("exact", "exact-band")
+SINGLE = ("exact", "exact-band", "exact@ensemble", "exact@self-adaptive")
 
 
 def run_worker(out_dir, devices, weightings):

@@ -17,11 +17,12 @@ from pina_ntk.integration.pina_adapter import (
     condition_data,
     offer_callback,
     store_condition_points,
+    trainable_parameters,
     wrap_evaluate,
 )
 from pina_ntk.integration.recording import ResidualRecorder
 
-from helpers import make_solver
+from helpers import make_solver, multi_model_solver
 
 WEIGHTING_MESSAGE = (
     "NTKCallback drives pina_ntk weightings only: build the solver with "
@@ -35,10 +36,10 @@ def single_process(precision="32-true"):
     return SimpleNamespace(precision=precision, world_size=1)
 
 
-def refused(call, *args):
+def refused(call, *args, **kwargs):
     """:return: The message of the ``ValueError`` that ``call`` raises."""
     with pytest.raises(ValueError) as error:
-        call(*args)
+        call(*args, **kwargs)
     return str(error.value)
 
 
@@ -55,13 +56,43 @@ def test_a_foreign_weighting_is_refused_naming_both_weightings(solver, kind):
     assert message == WEIGHTING_MESSAGE.format(kind)
 
 
-def test_a_solver_of_several_models_is_refused_by_the_callback_by_name():
+def test_a_solver_whose_kernel_is_not_derived_is_refused_by_name():
     # the check of the solver runs for NTKCallback, and says so
     solver = SimpleNamespace(weighting=NTKWeighting())
     message = refused(check_kernel_training, single_process(), solver)
     assert message == (
-        "NTKCallback needs a single-model PINA solver (e.g. "
-        "PhysicsInformedSingleModelSolver); got SimpleNamespace."
+        "NTKCallback needs a PINA solver whose kernel is derived: a "
+        "single-model solver (e.g. PhysicsInformedSingleModelSolver), an "
+        "ensemble solver, SelfAdaptivePhysicsInformedSolver or "
+        "CompetitivePhysicsInformedSolver; got SimpleNamespace."
+    )
+
+
+def test_the_diagnostics_callback_refuses_a_multi_model_solver_by_name():
+    # its time averages are those of the plain residual's loss
+    solver = multi_model_solver("physics-informed ensemble", NTKWeighting())
+    message = refused(
+        check_kernel_solver, solver, "SomeCaller", multi_model=False
+    )
+    assert message == (
+        "SomeCaller needs a single-model PINA solver (e.g. "
+        "PhysicsInformedSingleModelSolver); got PhysicsInformedEnsembleSolver."
+    )
+    check_kernel_solver(solver, "SomeCaller")  # accepted by the weightings'
+
+
+def test_only_the_minimising_models_are_kernel_parameters():
+    # the self-adaptive weights and the discriminator maximise the loss
+    for kind in ("self-adaptive", "competitive"):
+        solver = multi_model_solver(kind, NTKWeighting())
+        kernel = trainable_parameters(solver)
+        model = list(solver.model.parameters())
+        assert [id(p) for p in kernel.values()] == [id(p) for p in model]
+        # named as functional_call reaches them from the solver
+        assert all(name.startswith("_pina_models.0.") for name in kernel)
+    ensemble = multi_model_solver("physics-informed ensemble", NTKWeighting())
+    assert list(trainable_parameters(ensemble).values()) == list(
+        ensemble.parameters()
     )
 
 

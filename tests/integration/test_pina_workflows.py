@@ -38,10 +38,13 @@ from pina.solver import (
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
 from helpers import (
+    MULTI_MODEL_KINDS,
+    WeightHistory,
     make_problem,
     make_solver,
     make_trainer,
     mlp,
+    multi_model_solver,
     series_problem,
 )
 
@@ -112,6 +115,93 @@ def test_every_single_model_solver_trains_and_tests(kind, weighting):
     trainer.test()  # the loss of the test set takes the last weights
     assert solver.weighting.driver.weights == weights
     assert solver.weighting.driver.step == 3
+
+
+class AggregatedWeights(lightning.Callback):
+    """The weights of every loss aggregation of each training step."""
+
+    def __init__(self):
+        self.steps = []
+
+    def on_train_batch_start(self, trainer, solver, batch, batch_idx):
+        self.steps.append([])
+        weighting = solver.weighting
+        if "aggregate" not in weighting.__dict__:
+            aggregate = weighting.aggregate
+
+            def recorded(losses):
+                saved = weighting.last_saved_weights()
+                self.steps[-1].append({k: float(v) for k, v in saved.items()})
+                return aggregate(losses)
+
+            weighting.aggregate = recorded
+
+
+@pytest.mark.parametrize("weighting", list(WEIGHTINGS))
+@pytest.mark.parametrize("kind", MULTI_MODEL_KINDS)
+def test_every_multi_model_solver_trains_and_tests(kind, weighting):
+    # PINA's multi-model solvers optimise by hand; the self-adaptive and
+    # competitive solvers evaluate the loss twice a step (the maximisers'
+    # step, the model's step): one step is counted, one sample drawn
+    solver = multi_model_solver(kind, WEIGHTINGS[weighting]())
+    trainer = make_trainer(solver, 3, train_size=0.7, test_size=0.3)
+    trainer.train()
+    assert_trained(solver, 3)
+    statistics = solver.weighting.driver
+    assert statistics.refreshes == (3 if weighting == "exact" else 2)
+    # every proposal reviewed by the safeguard, its sum grown where the
+    # weights can change (more than one condition)
+    assert statistics.rejections["proposals"] == statistics.refreshes
+    if len(solver.problem.conditions) > 1:
+        assert float(solver.weighting.safeguard.total) > 0
+    weights = statistics.weights
+    trainer.test()
+    assert statistics.weights == weights and statistics.step == 3
+
+
+@pytest.mark.parametrize("kind", ["self-adaptive", "competitive"])
+def test_both_loss_evaluations_of_a_step_take_its_weights(kind):
+    solver = multi_model_solver(
+        kind, SketchNTKWeighting(warmup_samples=2, sample_every_n_steps=1)
+    )
+    aggregations, history = AggregatedWeights(), WeightHistory()
+    make_trainer(solver, 4, callbacks=[aggregations, history]).train()
+    # the weights in force before each aggregation: the previous step's
+    # (none before the first), then the step's own for the second
+    for step, seen in enumerate(aggregations.steps):
+        assert len(seen) == 2
+        assert seen[1] == history.weights[step]
+    assert len({tuple(w.values()) for w in history.weights}) == 4
+
+
+@pytest.mark.parametrize(
+    "kind", ["physics-informed ensemble", "self-adaptive", "competitive"]
+)
+def test_a_multi_model_solver_resumes_bitwise(tmp_path, kind):
+    def run(steps, save=False, **fit):
+        weighting = SketchNTKWeighting(
+            warmup_samples=2, sample_every_n_steps=2, seed=5
+        )
+        solver = multi_model_solver(kind, weighting)
+        history = WeightHistory()
+        callbacks = [history]
+        if save:
+            callbacks.append(
+                lightning.pytorch.callbacks.ModelCheckpoint(
+                    dirpath=tmp_path, save_last=True, every_n_epochs=1
+                )
+            )
+        make_trainer(
+            solver, steps, callbacks=callbacks, enable_checkpointing=save
+        ).train(**fit)
+        return history.weights, solver
+
+    straight, solver_a = run(6)
+    first, _ = run(3, save=True)
+    resumed, solver_b = run(6, ckpt_path=str(tmp_path / "last.ckpt"))
+    assert first == straight[:3] and resumed == straight[3:]
+    for p, q in zip(solver_a.parameters(), solver_b.parameters()):
+        assert torch.equal(p, q)
 
 
 # ---------------------------------------------------------------- callbacks

@@ -14,8 +14,6 @@ gradient-enhanced solvers' kernels are those of the plain residual, in
 float64 too.
 """
 
-import copy
-
 import lightning
 import pytest
 import torch
@@ -31,34 +29,18 @@ from pina.solver import (
 
 from pina_ntk import NTKWeighting
 
-from helpers import make_problem, make_trainer, mlp, series_problem
+from helpers import (
+    first_step_traces,
+    make_problem,
+    mlp,
+    pina_condition_loss,
+    plain_evaluate,
+    series_problem,
+)
 from reference import jacobian_rows
 
-
-@pytest.fixture(autouse=True)
-def float64():
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(default)
-
-
-class FirstBatch(lightning.Callback):
-    """Keeps the first training batch and the parameters it was taken at."""
-
-    def on_train_batch_start(self, trainer, pl_module, batch, index):
-        if not hasattr(self, "batch"):
-            self.batch = {name: dict(data) for name, data in batch}
-            self.state = copy.deepcopy(pl_module.state_dict())
-
-
-def first_step_traces(solver):
-    """Train one step with exact weights; return the traces it used, the
-    first batch, and leave the solver at its first step's parameters."""
-    first = FirstBatch()
-    make_trainer(solver, 1, callbacks=[first]).train()
-    solver.load_state_dict(first.state)
-    return solver.weighting.driver.traces, first.batch
+# every test in float64 (the fixture of conftest.py)
+pytestmark = pytest.mark.usefixtures("float64")
 
 
 def trace(residual, solver):
@@ -67,20 +49,7 @@ def trace(residual, solver):
     return float((jacobian_rows(residual, params) ** 2).sum())
 
 
-def plain(tensor):
-    return torch.Tensor.as_subclass(tensor, torch.Tensor)
-
-
-def evaluate(solver, name, data):
-    condition = solver.problem.conditions[name]
-    return plain(type(condition).evaluate(condition, data, solver))
-
-
-def pina_condition_loss(solver, name, data):
-    # PINA's own condition loss at the present parameters (a private method:
-    # the tests' only way to the loss before the weighting aggregates it)
-    condition = solver.problem.conditions[name]
-    return float(solver._compute_condition_loss(condition, data, 0).detach())
+evaluate = plain_evaluate
 
 
 def test_causal_solver_kernel_is_its_time_weighted_residual():
