@@ -404,6 +404,32 @@ def output_location(args, flag, default):
     return where if folder else os.path.join(where, os.path.basename(default))
 
 
+def study_main(argv, description, run_all, write_outputs, flags=None):
+    """The ``main`` of a study of training runs: parse the shared flags (and
+    ``flags(parser)``'s, checked by it: it returns a check of the parsed
+    arguments, a message or ``None``), then run the study (``run_all(args,
+    argv)``, its document) or read ``--from-json``, and write its outputs
+    (``write_outputs(document, output_dir)``); the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = argparse.ArgumentParser(description=description)
+    check = flags(parser) if flags else None
+    docs = os.path.join(ROOT, "docs")
+    add_run_flags(parser, docs)
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be >= 1.")
+    message = check(args) if check else None
+    if message:
+        parser.error(message)
+    args.output_dir = output_location(args, "output_dir", docs)
+    if args.from_json:
+        document = read_json(args.from_json)
+    else:
+        document = run_all(args, argv)
+    write_outputs(document, args.output_dir)
+    return 0
+
+
 def combine_documents(documents, identity, command):
     """:return: The first document with the ``parts`` and the ``runs`` (each
     marked with its part) of all, ``combined_by`` the ``command``; raises

@@ -35,11 +35,8 @@ is chosen. Writes ``inverse.json`` (after each run) and the block of
     python benchmarks/inverse.py --from-json docs/inverse.json
 """
 
-import argparse
-import functools
 import os
 import sys
-import time
 
 from lightning.pytorch.callbacks import Callback
 
@@ -133,7 +130,6 @@ def run_all(args, argv):
     )
     recipe.update(settings=list(recipe["settings"]), identified=IDENTIFIED)
     recipe.update(network=NETWORK)
-    log = functools.partial(print, file=sys.stderr, flush=True)
     path = os.path.join(args.output_dir, "inverse.json")
     document = dict(script=SCRIPT, parts=[], recipe=recipe, runs=[])
     document["settings"] = settings
@@ -142,33 +138,13 @@ def run_all(args, argv):
         for name in recipe["settings"]
     }
     jobs = study_jobs(settings, recipe)
-    extra = dict(workers=args.workers, threads=1)
-    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
-    document["parts"].append(dict(part, what="runs"))
-    started = time.perf_counter()
-    keep = weightings.study_keeper(document, path, len(jobs), log)
-    harness.map_jobs(weightings.run_job, jobs, args.workers, keep)
-    harness.finish(document["parts"][0], started)
-    harness.write_json(path, document)
-    return document
+    return weightings.run_study(document, jobs, args, argv, path)
 
 
 def main(argv=None):
     """Run the study, or re-render; the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    docs = os.path.join(harness.ROOT, "docs")
-    harness.add_run_flags(parser, docs)
-    args = parser.parse_args(argv)
-    if args.workers < 1:
-        parser.error("--workers must be >= 1.")
-    args.output_dir = harness.output_location(args, "output_dir", docs)
-    if args.from_json:
-        document = harness.read_json(args.from_json)
-    else:
-        document = run_all(args, argv)
-    write_outputs(document, args.output_dir)
-    return 0
+    description = __doc__.splitlines()[0]
+    return harness.study_main(argv, description, run_all, write_outputs)
 
 
 if __name__ == "__main__":

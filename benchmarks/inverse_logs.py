@@ -63,10 +63,11 @@ class LogUnknowns(Callback):
             solver.log(name, float(value.detach()), on_epoch=True)
 
 
-def train(row, epochs, folder):
-    """Train one row; return its logged ``[(epoch, {name: value})]``."""
-    lightning.seed_everything(SEED, verbose=False)
-    problem = PoissonSourceProblem()
+def tutorial_solver(weighting, problem_class=PoissonSourceProblem):
+    """The tutorial's solver of a fresh ``problem_class`` with ``weighting``
+    (``None``: none): its points (the interior on a 20 x 20 grid, 1,000
+    random boundary points), its network and its optimiser."""
+    problem = problem_class()
     problem.discretise_domain(20, "grid", domains=["D"])
     problem.discretise_domain(1000, "random", domains="boundary")
     model = FeedForward(
@@ -75,14 +76,20 @@ def train(row, epochs, folder):
         layers=[20, 20, 20],
         func=torch.nn.Softplus,
     )
-    options = ROWS[row]
-    weighting = None if options is None else SketchNTKWeighting(**options)
-    solver = PhysicsInformedSingleModelSolver(
+    return PhysicsInformedSingleModelSolver(
         problem,
         model,
         weighting=weighting,
         optimizer=TorchOptimizer(torch.optim.Adam, lr=0.005),
     )
+
+
+def train(row, epochs, folder):
+    """Train one row; return its logged ``[(epoch, {name: value})]``."""
+    lightning.seed_everything(SEED, verbose=False)
+    options = ROWS[row]
+    weighting = None if options is None else SketchNTKWeighting(**options)
+    solver = tutorial_solver(weighting)
     logger = CSVLogger(folder, name=row, version=0)
     Trainer(
         solver,

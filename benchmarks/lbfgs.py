@@ -20,7 +20,6 @@ run) and the block of ``lbfgs.md`` (``lbfgs_page.py``).
     python benchmarks/lbfgs.py --from-json docs/lbfgs.json
 """
 
-import argparse
 import functools
 import os
 import sys
@@ -196,13 +195,7 @@ def run_all(args, argv):
     document = dict(script=SCRIPT, parts=[], recipe=recipe, price=price)
     document.update(settings=settings, runs=[], prices=[])
     jobs = study_jobs(settings, recipe)
-    extra = dict(workers=args.workers, threads=1)
-    part = harness.provenance(SCRIPT, argv, args.machine_label, **extra)
-    document["parts"].append(dict(part, what="runs"))
-    started = time.perf_counter()
-    keep = weightings.study_keeper(document, path, len(jobs), log)
-    harness.map_jobs(weightings.run_job, jobs, args.workers, keep)
-    harness.finish(document["parts"][0], started)
+    weightings.run_study(document, jobs, args, argv, path)
     if args.rounds:
         part = harness.provenance(SCRIPT, argv, args.machine_label, workers=1)
         document["parts"].append(dict(part, threads=1, what="prices"))
@@ -224,22 +217,18 @@ def run_all(args, argv):
 
 def main(argv=None):
     """Run the study and the prices, or re-render; the exit code."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    text = f"interleaved rounds of the step prices (default {ROUNDS}; 0: none)"
-    parser.add_argument("--rounds", type=int, default=ROUNDS, help=text)
-    docs = os.path.join(harness.ROOT, "docs")
-    harness.add_run_flags(parser, docs)
-    args = parser.parse_args(argv)
-    if args.rounds < 0 or args.workers < 1:
-        parser.error("--rounds must be >= 0 and --workers >= 1.")
-    args.output_dir = harness.output_location(args, "output_dir", docs)
-    if args.from_json:
-        document = harness.read_json(args.from_json)
-    else:
-        document = run_all(args, argv)
-    write_outputs(document, args.output_dir)
-    return 0
+
+    def flags(parser):
+        text = (
+            f"interleaved rounds of the step prices (default {ROUNDS}; 0: none)"
+        )
+        parser.add_argument("--rounds", type=int, default=ROUNDS, help=text)
+        return lambda args: (
+            "--rounds must be >= 0." if args.rounds < 0 else None
+        )
+
+    description = __doc__.splitlines()[0]
+    return harness.study_main(argv, description, run_all, write_outputs, flags)
 
 
 if __name__ == "__main__":

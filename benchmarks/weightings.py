@@ -38,16 +38,11 @@ import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina.model import FeedForward
-from pina.optim import TorchOptimizer, TorchScheduler
-from pina.solver import (
-    CausalPhysicsInformedSingleModelSolver,
-    PhysicsInformedSingleModelSolver,
-)
 
 import harness
 import inverse_measures
+import weightings_solvers
 from pina_ntk.integration import resampling
-from pina_ntk.integration.block_statistics import condition_role
 from pina_ntk.paper.experiments import training
 from pina_ntk.paper.experiments.models import ScaledMLP, input_box
 from pina_ntk.paper.experiments.outputs import grid_points, relative_error_fn
@@ -181,6 +176,24 @@ def study_keeper(document, path, total, log):
     return keep
 
 
+def run_study(document, jobs, args, argv, path):
+    """Run a study's ``jobs`` (:func:`run_job`) in ``args.workers``
+    workers, as a new part of ``document`` (its provenance, ``what:
+    "runs"``), each run kept by :func:`study_keeper` and the document
+    written to ``path`` after each; return the document."""
+    log = functools.partial(print, file=sys.stderr, flush=True)
+    extra = dict(workers=args.workers, threads=1)
+    script = document["script"]
+    part = harness.provenance(script, argv, args.machine_label, **extra)
+    document["parts"].append(dict(part, what="runs"))
+    started = time.perf_counter()
+    keep = study_keeper(document, path, len(jobs), log)
+    harness.map_jobs(run_job, jobs, args.workers, keep)
+    harness.finish(document["parts"][-1], started)
+    harness.write_json(path, document)
+    return document
+
+
 def run_job(job):
     """Train one PINN (a worker's job); return the job with its results. A
     run that raises or turns non-finite (it stops there) is recorded as
@@ -238,29 +251,23 @@ def _train(job, record):
     network = [job[k] for k in ("width", "depth")]
     fourier = {k: job[k] for k in ("fourier_features", "fourier_scale")}
     dimensions = len(problem.output_variables)
-    model = ScaledMLP(lower, upper, dimensions, *network, **fourier)
-    if job.get("network") == "feedforward":
-        inputs = len(problem.input_variables)
-        model = FeedForward(inputs, dimensions, *network, func=torch.nn.Tanh)
+
+    def make_model():
+        if job.get("network") == "feedforward":
+            inputs = len(problem.input_variables)
+            return FeedForward(inputs, dimensions, *network, func=torch.nn.Tanh)
+        return ScaledMLP(lower, upper, dimensions, *network, **fourier)
+
+    model = make_model()  # before the weighting, which may draw a seed
     weighting = build_weighting(job)
     record["weighting_options"] = describe_weighting(weighting)
-    gamma = job["lr_decay"] ** (1.0 / job["lr_decay_steps"])
-    decay = torch.optim.lr_scheduler.ExponentialLR
-    options = dict(
-        optimizer=TorchOptimizer(torch.optim.Adam, lr=job["lr"]),
-        scheduler=TorchScheduler(decay, gamma=gamma),
-        weighting=weighting,
+    solver = weightings_solvers.build_solver(
+        job, problem, (model, make_model), weighting
     )
-    solver_class = PhysicsInformedSingleModelSolver
-    if job["weighting"] in CAUSAL:  # PINA's defaults: eps 100, 10 slices
-        interior = [
-            c
-            for c in problem.conditions
-            if condition_role(problem, c) == "interior"
-        ]
-        options["regularized_conditions"] = interior
-        solver_class = CausalPhysicsInformedSingleModelSolver
-    solver = solver_class(problem, model, **options)
+    if job.get("solver") == "ensemble":  # scored on the members' mean
+        error_fn = functools.partial(
+            weightings_solvers.members_mean_error, error_fn
+        )
     # the untrained network's error at step 0: every run has a record at
     # or before any step budget
     history = record["history"]
