@@ -136,15 +136,16 @@ def member_evaluate(solver, evaluate, member=None):
 
     :param solver: A PINA solver.
     :param callable evaluate: A condition's ``evaluate``.
-    :param int member: The member; ``None`` (default): the one active now.
+    :param int member: The member; ``None`` (default): the one active now,
+        inside PINA's loop over the members.
     :return: ``evaluate`` itself for a solver that is not an ensemble.
     :rtype: callable
     """
     if not isinstance(solver, EnsembleSolver):
         return evaluate
     if member is None:
-        member = getattr(solver, "_active_model_idx", None)
-    return evaluate if member is None else _MemberEvaluate(evaluate, member)
+        member = solver._active_model_idx
+    return _MemberEvaluate(evaluate, member)
 
 
 #: Prefix of an inverse problem's unknowns among the kernel's parameters.
@@ -161,11 +162,12 @@ def unknown_parameters(solver):
         gradients.
     :rtype: dict
     """
-    unknowns = getattr(solver, "_params", None) or {}
+    # PINA sets it for every solver: None for a forward problem
+    unknowns = solver._params or {}
     return {
         UNKNOWN_PREFIX + name: value
         for name, value in unknowns.items()
-        if torch.is_tensor(value) and value.requires_grad
+        if value.requires_grad
     }
 
 
@@ -383,7 +385,8 @@ def residual_loss_scales(solver, calls, residuals, batch_index):
             factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
             scales[i] = (factors.sqrt(), False)
     elif isinstance(solver, AutoregressiveEnsembleSolver) and solver.eps:
-        for i, averages in _member_running_averages(solver, owners, residuals):
+        found = _member_running_averages(solver, owners, residuals)
+        for i, averages in found.items():
             factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
             scales[i] = (factors.sqrt(), False)
     return [
@@ -402,25 +405,25 @@ def _cyclic_rows(residual, buffer, batch_index):
 
 
 def _member_running_averages(solver, owners, residuals):
-    """``(call index, running averages)`` each of an autoregressive
+    """``{call index: running averages}`` each of an autoregressive
     ensemble's calls was weighted by: PINA updates a condition's average
     after each member's call and weights that call by the update, so the
     step's averages are read back from the present ones call by call,
     latest first (``m_{k-1} = (n_k m_k - l_k) / (n_k - 1)``)."""
-    found = []
+    found = {}
     for owner in dict.fromkeys(owners):
         average = solver._running_avg[owner].clone()
         count = solver._step_count[owner]
         indices = [i for i, name in enumerate(owners) if name == owner]
+        # the first call of an epoch leaves count 1: nothing before it
         for i in reversed(indices):
-            found.append((i, average.clone()))
+            found[i] = average
             losses = _entry_losses(solver, residuals[i])
             dims = tuple(range(1, losses.dim()))
             step = losses.mean(dim=dims, keepdim=True)
-            if count > 1:
-                average = (count * average - step) / (count - 1)
+            average = (count * average - step) / max(count - 1, 1)
             count -= 1
-    return sorted(found, key=lambda pair: pair[0])
+    return found
 
 
 def residual_points_dim(solver):

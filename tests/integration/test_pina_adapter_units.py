@@ -15,7 +15,9 @@ from pina_ntk.integration.pina_adapter import (
     check_kernel_solver,
     check_kernel_training,
     condition_data,
+    member_evaluate,
     offer_callback,
+    residual_loss_scales,
     store_condition_points,
     trainable_parameters,
     wrap_evaluate,
@@ -264,3 +266,60 @@ def test_stored_points_replace_the_input_in_both_places_pina_reads():
     store_condition_points(solver, "D", new)
     assert manager.input is new
     assert manager.data == {"input": new, "target": target}
+
+
+def test_a_member_bound_evaluate_sets_its_member_and_restores_pinas():
+    solver = multi_model_solver("physics-informed ensemble", NTKWeighting())
+    seen = []
+
+    def evaluate(batch, owner):
+        seen.append(owner._active_model_idx)
+        return batch
+
+    solver._active_model_idx = 1  # as inside PINA's loop over the members
+    bound = member_evaluate(solver, evaluate, member=0)
+    assert bound("batch", solver) == "batch"
+    assert seen == [0] and solver._active_model_idx == 1
+    assert member_evaluate(solver, evaluate)("batch", solver) == "batch"
+    assert seen == [0, 1]  # the member active when it was bound
+    single = make_solver("poisson", NTKWeighting())
+    assert member_evaluate(single, evaluate) is evaluate
+
+
+def test_the_self_adaptive_factors_take_the_rows_of_the_batch():
+    # PINA reads the pointwise weights of batch b of size n at rows
+    # (b n, ..., b n + n - 1) modulo the points
+    solver = multi_model_solver("self-adaptive", NTKWeighting(), n=10)
+    for weight in solver.weights.parameters():
+        weight.data = torch.linspace(-2.0, 2.0, 10).reshape(10, 1)
+    residual = torch.ones(4, 1)
+    calls = [("D", None, {}), ("boundary", None, {})]
+    scales = residual_loss_scales(solver, calls, [residual, residual], 2)
+    rows = torch.tensor([8, 9, 0, 1])
+    expected = torch.sigmoid(torch.linspace(-2.0, 2.0, 10))[rows].sqrt()
+    for scale, per_point in scales:
+        assert per_point
+        assert torch.allclose(scale.reshape(-1), expected)
+
+
+def test_an_autoregressive_ensembles_calls_take_the_means_pina_updated():
+    # two members after an earlier step of the epoch: PINA's mean of each
+    # unrolling step's loss is updated after each member's call, and that
+    # call is weighted by exp(-eps * cumsum) of the update
+    eps = 0.5
+    solver = multi_model_solver(
+        "autoregressive ensemble", NTKWeighting(), eps=eps
+    )
+    before, count = torch.tensor([[[0.4]], [[0.2]]]), 3
+    residuals = [torch.full((2, 5, 2), 0.5), torch.full((2, 5, 2), 1.0)]
+    losses = [torch.full((2, 1, 1), 0.25), torch.full((2, 1, 1), 1.0)]
+    first = before + (losses[0] - before) / (count + 1)
+    second = first + (losses[1] - first) / (count + 2)
+    solver._running_avg["long"] = second.clone()
+    solver._step_count["long"] = count + 2
+    calls = [("long", None, {}), ("long", None, {})]
+    scales = residual_loss_scales(solver, calls, residuals, 0)
+    for (scale, per_point), mean in zip(scales, (first, second)):
+        expected = torch.exp(-eps * torch.cumsum(mean, dim=0)).sqrt()
+        assert not per_point
+        assert torch.allclose(scale, expected)
