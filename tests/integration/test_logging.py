@@ -14,6 +14,7 @@ from pina_ntk import NTKWeighting, SketchNTKWeighting
 from pina_ntk.integration.lightning_logging import log_values
 
 from helpers import (
+    multi_model_solver,
     MemoryLogger,
     WeightHistory,
     make_solver,
@@ -133,12 +134,22 @@ def test_training_gives_finite_positive_logged_weights(tmp_path, kind, name):
         assert kernel.shape == (n, n) and torch.allclose(kernel, kernel.T)
 
 
-def test_logged_weights_are_those_of_their_step_beside_its_losses():
+@pytest.mark.parametrize(
+    "kind",
+    ["physics-informed", "physics-informed ensemble", "self-adaptive"]
+    + ["competitive"],
+)
+def test_logged_weights_are_those_of_their_step_beside_its_losses(kind):
     # each step's weights are written at that step, beside PINA's condition
     # losses of the step, and straight to the loggers: nothing enters
     # Lightning's result collection, which full-batch training resets at
-    # every step (one epoch each), whatever the logging interval
-    solver = make_solver("poisson", weighting=WEIGHTINGS["predictor"]())
+    # every step (one epoch each), whatever the logging interval; PINA's
+    # multi-model solvers, which optimise by hand, log at the same steps
+    weighting = WEIGHTINGS["predictor"]()
+    if kind == "physics-informed":
+        solver = make_solver("poisson", weighting=weighting)
+    else:
+        solver = multi_model_solver(kind, weighting)
     history, logger = WeightHistory(), MemoryLogger()
     steps = 4
     trainer = make_trainer(solver, steps, callbacks=[history], logger=logger)
