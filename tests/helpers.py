@@ -45,12 +45,24 @@ def mlp(n_in, n_out, width=16, layers=2):
     )
 
 
-def make_problem(kind, n=12, seed=0):
-    """A discretised zoo problem: ``poisson``, ``wave`` or ``supervised``."""
+#: The conditions of PINA's zoo Poisson problem as its class defines them.
+#: The class keeps them, and a Trainer turns them into conditions holding
+#: its points, which later instances share: the RBA and self-adaptive
+#: solvers size their per-point weights from them when built.
+PRISTINE_POISSON_CONDITIONS = copy.deepcopy(Poisson2DSquareProblem.conditions)
+
+
+def make_problem(kind, n=12, seed=0, own_conditions=False):
+    """A discretised zoo problem: ``poisson``, ``wave`` or ``supervised``;
+    ``own_conditions``: the Poisson problem with pristine conditions of its
+    own (:data:`PRISTINE_POISSON_CONDITIONS`), for solvers that count the
+    points per condition when built."""
     # PINA's samplers draw from torch, NumPy and Python's random module.
     lightning.seed_everything(seed, verbose=False)
     if kind == "poisson":
         problem = Poisson2DSquareProblem()
+        if own_conditions:
+            problem.conditions = copy.deepcopy(PRISTINE_POISSON_CONDITIONS)
         problem.discretise_domain(n, "random")
     elif kind == "wave":
         problem = AcousticWaveProblem()
@@ -138,9 +150,6 @@ def series_problem():
     return Series()
 
 
-#: The conditions of PINA's zoo Poisson problem as the class defines them,
-#: before any Trainer has turned them into conditions holding points.
-PRISTINE_POISSON_CONDITIONS = copy.deepcopy(Poisson2DSquareProblem.conditions)
 #: PINA's five multi-model solvers (:func:`multi_model_solver`).
 MULTI_MODEL_KINDS = (
     "physics-informed ensemble",
@@ -168,11 +177,7 @@ def multi_model_solver(kind, weighting, members=2, width=16, n=10, eps=0.5):
         return SupervisedEnsembleSolver(
             make_problem("supervised", n=n), models, weighting=weighting
         )
-    problem = make_problem("poisson", n=n)
-    # the self-adaptive solver counts each condition's points when built:
-    # from the conditions themselves once a Trainer has filled them, which
-    # PINA's zoo problems share through their class across tests
-    problem.conditions = copy.deepcopy(PRISTINE_POISSON_CONDITIONS)
+    problem = make_problem("poisson", n=n, own_conditions=True)
     if kind == "physics-informed ensemble":
         models = [mlp(2, 1, width=width) for _ in range(members)]
         return PhysicsInformedEnsembleSolver(

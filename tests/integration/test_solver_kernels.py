@@ -94,7 +94,8 @@ def test_rba_solver_kernel_is_its_attention_weighted_residual(
     # chunks of 3 of 8 points: the first chunk, checked against the step's
     # residual, takes its own rows of the attention weights
     lightning.seed_everything(0, verbose=False)
-    problem = make_problem("poisson", n=8)
+    # its attention buffers are sized from the conditions when it is built
+    problem = make_problem("poisson", n=8, own_conditions=True)
     solver = RBAPhysicsInformedSingleModelSolver(
         problem,
         mlp(2, 1, width=6),
