@@ -30,7 +30,14 @@ from pina_ntk.integration import ResampleCallback
 from pina_ntk.integration.reports import REJECTIONS
 from pina_ntk.paper.experiments.models import ScaledMLP
 
-from helpers import MemoryLogger, WeightHistory, make_solver, make_trainer
+from helpers import (
+    MULTI_MODEL_KINDS,
+    MemoryLogger,
+    WeightHistory,
+    make_solver,
+    make_trainer,
+    multi_model_solver,
+)
 
 BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
 sys.path.insert(0, os.path.abspath(BENCHMARKS))
@@ -66,7 +73,12 @@ class Forced(SketchNTKWeighting):
 
 
 def train(weighting, steps, kind="poisson"):
-    solver = make_solver(kind, weighting=weighting)
+    """Train ``kind``: a problem of ``make_solver``, or one of PINA's
+    multi-model solvers on the Poisson problem."""
+    if kind in MULTI_MODEL_KINDS:
+        solver = multi_model_solver(kind, weighting)
+    else:
+        solver = make_solver(kind, weighting=weighting)
     logger, history = MemoryLogger(), WeightHistory()
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -96,13 +108,20 @@ def test_a_non_finite_sample_is_counted_and_named(deferred):
     assert set(found) == {"proposals", *REJECTIONS}
 
 
-def test_a_negative_average_is_counted_and_names_its_block():
+#: The solvers the rejection and isolation rules are tried on: the review
+#: of proposals and the blocks' restarts act on traces, whatever the solver
+#: (PINA's multi-model solvers optimise by hand).
+SOLVER_KINDS = ["poisson", "physics-informed ensemble", "self-adaptive"]
+
+
+@pytest.mark.parametrize("kind", SOLVER_KINDS)
+def test_a_negative_average_is_counted_and_names_its_block(kind):
     # alpha = 1: the average is the last sample; the parameter-space sketch
     # is never negative by itself (and isolates no block), so the average
     # is negative at the forced samples only, whose proposals come a step
     # later (deferred samples)
     weighting = Forced({1, 4}, -5.0, block=1, alpha=1.0, estimator="parameter")
-    logger, history, record = train(weighting, 7)
+    logger, history, record = train(weighting, 7, kind)
     assert logger.last("ntk_rejected/negative") == 2
     assert logger.last("ntk_rejected/non_finite") == 0
     # the previous weights are kept at the rejected proposals' steps
@@ -132,11 +151,12 @@ def test_rejections_count_per_reason_and_are_checkpointed():
     assert state["warned_rejections"] == 2  # at step 0, then at the end
 
 
-def test_a_block_whose_average_turns_negative_is_restarted_on_its_own():
+@pytest.mark.parametrize("kind", SOLVER_KINDS)
+def test_a_block_whose_average_turns_negative_is_restarted_on_its_own(kind):
     # a strongly negative sample of block 1 at step 2 makes its average
     # negative; the block is then restarted from sketches of its own
     weighting = Forced({2}, -1e6, block=1, alpha=0.5)
-    logger, history, record = train(weighting, 6)
+    logger, history, record = train(weighting, 6, kind)
     statistics = weighting.driver
     name = statistics.names[1]
     assert statistics.isolated_blocks == [name]
