@@ -13,9 +13,9 @@ import tempfile
 import time
 
 import lightning
-from pina import Trainer
 
 import harness
+from pina_ntk.paper.experiments import training
 
 #: The default's sample period: a window of whole periods holds as many
 #: samples per step as a long run.
@@ -32,21 +32,9 @@ def rotated(rows, index):
 
 def step_durations(solver, steps):
     """The wall time (s) of each of ``steps`` full-batch training steps of
-    ``solver`` (one step an epoch)."""
+    ``solver`` (one step an epoch), in the experiments' quiet Trainer."""
     timer = harness.StepTimer()
-    Trainer(
-        solver,
-        max_epochs=steps,
-        accelerator="cpu",
-        callbacks=[timer],
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        enable_checkpointing=False,
-        train_size=1.0,
-        val_size=0.0,
-        test_size=0.0,
-    ).train()
+    training.make_trainer(solver, steps, [timer]).train()
     return timer.durations
 
 
