@@ -1,0 +1,560 @@
+r"""The suite's introductory half (issue #76): does a weighting do harm where
+no weighting already works?
+
+Nine settings in the style of PINA's tutorials: small networks, the
+tutorials' optimisers and budgets (1,000-2,000 epochs, one full-batch step
+per epoch), a few points drawn once. Three are PINA's tutorials 1 and 2
+themselves, set up as PINA 0.3.2's tutorials write them (``tutorial_ode``;
+``tutorial_poisson``, the first network of tutorial 2; and
+``tutorial_poisson_feature``, its network with the fixed extra feature
+:math:`2\pi^2 \sin \pi x \sin \pi y`); six are problems of
+``suite_intro_problems.py``, named in ``suite-split.toml``'s
+``introductory`` half before any candidate was shaped on them.
+
+Each run is seeded with ``lightning.seed_everything(seed)`` before the points
+are drawn and the network is built; its error is the relative L2 error on a
+fixed grid, recorded :data:`RECORDS` times along training, and the run's
+error the protocol's (``suite_protocol.run_error``: the median of the last
+five records). A weighting's ratio on a setting is the geometric mean over
+seeds of its error over no weighting's with the same seed.
+
+    python benchmarks/introductory.py                  # 5 seeds, all rows
+    python benchmarks/introductory.py --quick          # smoke run, temp dir
+    python benchmarks/introductory.py --settings tutorial_poisson \
+        --weightings none,sketch_predictor --seeds 8 --resume
+    python benchmarks/introductory.py --from-json docs/suite/introductory.json
+"""
+
+import functools
+import math
+import os
+import sys
+import time
+import tomllib
+
+import lightning
+import torch
+
+import harness
+import suite_intro_problems
+import suite_protocol
+
+SCRIPT = "introductory.py"
+RESULTS = "suite/introductory.json"
+PAGE = "suite/introductory.md"
+#: Error records along a run (the last five give its error).
+RECORDS = 50
+#: Seeds per setting of a full run.
+SEEDS = 5
+#: Criterion (d) of the suite's rule: on every setting of this half, a
+#: candidate's geometric-mean ratio to no weighting is at most this.
+NO_HARM = 1.10
+#: Grid points per axis of the error.
+GRID = 64
+
+#: The rows: ``(label, class path, options)``. ``sketch_predictor`` is the
+#: published sketch with today's default options written out, so that the
+#: row stays what it is when the default changes.
+WEIGHTINGS = {
+    "none": ("no weighting", None, {}),
+    "sketch_predictor": (
+        "`SketchNTKWeighting()` (0.1.0's default)",
+        "pina_ntk.SketchNTKWeighting",
+        {"alpha": 1e-3, "sample_every_n_steps": 10, "warmup_samples": 32},
+    ),
+    "exact": (
+        "`NTKWeighting()`",
+        "pina_ntk.NTKWeighting",
+        {"update_every_n_steps": 1},
+    ),
+    "exact_10": (
+        "`NTKWeighting(update_every_n_steps=10)`",
+        "pina_ntk.NTKWeighting",
+        {"update_every_n_steps": 10},
+    ),
+    "pina_self_adaptive": (
+        "PINA `SelfAdaptiveWeighting()`",
+        "pina.weighting.SelfAdaptiveWeighting",
+        {},
+    ),
+    "pina_ntk": (
+        "PINA `NeuralTangentKernelWeighting()`",
+        "pina.weighting.NeuralTangentKernelWeighting",
+        {},
+    ),
+}
+#: The rows of a full run.
+FULL = ("none", "sketch_predictor", "pina_self_adaptive", "pina_ntk")
+
+
+def read_half(path=suite_protocol.SPLIT):
+    """The introductory half of the split: ``[{setting, kind, stationary}]``.
+
+    :raises ValueError: If an entry lacks a field, names no setting of
+        :data:`SETUPS`, or is in another half too."""
+    with open(path, "rb") as handle:
+        split = tomllib.load(handle)
+    entries = split.get("introductory", [])
+    others = {e["setting"] for h in suite_protocol.HALVES for e in split[h]}
+    for entry in entries:
+        for field, kind in (("setting", str), ("kind", str)):
+            if not isinstance(entry.get(field), kind):
+                raise ValueError(f"introductory entry {entry}: {field!r}.")
+        if entry["setting"] not in SETUPS or entry["setting"] in others:
+            why = "no set-up of introductory.py, or in another half"
+            raise ValueError(f"{entry['setting']}: {why}.")
+    return entries
+
+
+# --------------------------------------------------------------- set-ups
+def _feedforward(inputs, layers, activation, extra=None):
+    """PINA's ``FeedForward`` as the tutorials build it, with an ``extra``
+    module whose output columns are appended to the inputs (tutorial 2's
+    fixed feature), or in front of it (a Fourier embedding)."""
+    from pina import LabelTensor
+    from pina.model import FeedForward
+
+    activation = getattr(torch.nn, activation)
+    if extra is None:
+        return FeedForward(
+            input_dimensions=inputs,
+            output_dimensions=1,
+            layers=layers,
+            func=activation,
+        )
+    module, width, append = extra
+
+    class WithFeature(FeedForward):
+        def __init__(self):
+            super().__init__(
+                input_dimensions=inputs * append + width,
+                output_dimensions=1,
+                layers=layers,
+                func=activation,
+            )
+            self.extra = module
+
+        def forward(self, x):
+            feature = self.extra(x)
+            if append:
+                return super().forward(x.append(feature))
+            plain = torch.Tensor.as_subclass(feature, torch.Tensor)
+            return super().forward(
+                LabelTensor(plain, [f"f{i}" for i in range(width)])
+            )
+
+    return WithFeature()
+
+
+class SinSin(torch.nn.Module):
+    """Tutorial 2's fixed feature :math:`2\\pi^2 \\sin \\pi x \\sin \\pi y`."""
+
+    def forward(self, pts):
+        from pina import LabelTensor
+
+        x, y = pts.extract(["x"]), pts.extract(["y"])
+        feature = 2 * torch.pi**2 * torch.sin(x * torch.pi)
+        return LabelTensor(feature * torch.sin(y * torch.pi), ["feature"])
+
+
+class Fourier(torch.nn.Module):
+    """PINA's ``FourierFeatureEmbedding`` of the input column ``x``: 16
+    features of scale ``sigma = 2`` (drawn once, when built)."""
+
+    def __init__(self):
+        super().__init__()
+        from pina.model.block import FourierFeatureEmbedding
+
+        self.embedding = FourierFeatureEmbedding(1, 16, 2.0)
+
+    def forward(self, pts):
+        plain = torch.Tensor.as_subclass(pts.extract(["x"]), torch.Tensor)
+        return self.embedding(plain)
+
+
+def _tutorial_ode():
+    from pina import Condition
+    from pina.domain import CartesianDomain
+    from pina.equation import Equation
+    from pina.equation.zoo import FixedValue
+    from pina.operator import grad
+    from pina.problem import SpatialProblem
+
+    def ode(input_, output_):
+        u_x = grad(output_, input_, components=["u"], d=["x"])
+        return u_x - output_.extract(["u"])
+
+    class SimpleODE(SpatialProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        domains = {"x0": CartesianDomain({"x": 0.0}), "D": spatial_domain}
+        conditions = {
+            "bound_cond": Condition(domain="x0", equation=FixedValue(1.0)),
+            "phys_cond": Condition(domain="D", equation=Equation(ode)),
+        }
+
+        def solution(self, pts):
+            return torch.exp(pts.extract(["x"]))
+
+    problem = SimpleODE()
+    problem.discretise_domain(1, "random", domains=["x0"])
+    problem.discretise_domain(20, "lh", domains=["D"])
+    return problem
+
+
+def _tutorial_poisson():
+    import copy
+
+    from pina.problem.zoo import Poisson2DSquareProblem
+
+    problem = Poisson2DSquareProblem()
+    # the zoo problem's conditions live on its class: a copy of its own
+    problem.conditions = copy.deepcopy(Poisson2DSquareProblem.conditions)
+    problem.discretise_domain(30, "grid", domains=["D"])
+    problem.discretise_domain(100, "grid", domains=["boundary"])
+    return problem
+
+
+def _suite_problem(name):
+    problem = suite_intro_problems.INTRO_PROBLEMS[name]()
+    for domain, count in problem.POINTS.items():
+        problem.discretise_domain(count, problem.MODE, domains=[domain])
+    return problem
+
+
+_ADAM_TUTORIAL = ("Adam", {"lr": 0.006, "weight_decay": 1e-8})
+_SHUFFLED = dict(train_size=0.8, test_size=0.2, val_size=0.0, shuffle=True)
+_ALL = dict(train_size=1.0, test_size=0.0, val_size=0.0)
+
+#: Per setting: the problem (points drawn), the network's inputs, layers,
+#: activation and extra module, the optimiser and its options, the epochs
+#: and the Trainer's split of the points.
+SETUPS = {
+    "tutorial_ode": (
+        _tutorial_ode, 1, [10, 10], "Tanh", None,
+        ("RAdam", {"lr": 0.005}), 1500, _ALL,
+    ),
+    "tutorial_poisson": (
+        _tutorial_poisson, 2, [10, 10], "Softplus", None,
+        _ADAM_TUTORIAL, 1000, _SHUFFLED,
+    ),
+    "tutorial_poisson_feature": (
+        _tutorial_poisson, 2, [10, 10], "Softplus", (SinSin, 1, True),
+        _ADAM_TUTORIAL, 1000, _SHUFFLED,
+    ),
+    "oscillator": (
+        functools.partial(_suite_problem, "oscillator"), 1, [10, 10],
+        "Tanh", None, ("Adam", {"lr": 0.01}), 2000, _ALL,
+    ),
+    "riccati": (
+        functools.partial(_suite_problem, "riccati"), 1, [10, 10], "Tanh",
+        None, ("Adam", {"lr": 0.01}), 1500, _ALL,
+    ),
+    "variable_coefficient": (
+        functools.partial(_suite_problem, "variable_coefficient"), 1,
+        [10, 10], "Tanh", None, ("Adam", {"lr": 0.01}), 1000, _ALL,
+    ),
+    "laplace": (
+        functools.partial(_suite_problem, "laplace"), 2, [20, 20], "Tanh",
+        None, ("Adam", {"lr": 0.006}), 1000, _ALL,
+    ),
+    "heat": (
+        functools.partial(_suite_problem, "heat"), 2, [20, 20], "Tanh",
+        None, ("Adam", {"lr": 0.005}), 2000, _ALL,
+    ),
+    "fourier_bvp": (
+        functools.partial(_suite_problem, "fourier_bvp"), 1, [16, 16],
+        "Tanh", (Fourier, 16, False), ("Adam", {"lr": 0.005}), 1000, _ALL,
+    ),
+}  # fmt: skip
+
+
+def evaluation_points(problem):
+    """The error's grid: :data:`GRID` points per axis of the problem's
+    box (space, and time for a time-dependent problem)."""
+    from pina import LabelTensor
+
+    box = dict(problem.spatial_domain.range)
+    temporal = getattr(problem, "temporal_domain", None)
+    if temporal is not None:
+        box.update(temporal.range)
+    axes = [torch.linspace(low, high, GRID) for low, high in box.values()]
+    grid = torch.cartesian_prod(*axes).reshape(-1, len(axes))
+    return LabelTensor(grid, list(box))
+
+
+def relative_error(solver, points, exact):
+    """:return: ``||u_net - u|| / ||u||`` on ``points``."""
+    with torch.no_grad():
+        found = torch.Tensor.as_subclass(solver(points), torch.Tensor)
+    found = found.flatten()
+    return float(torch.linalg.norm(found - exact) / torch.linalg.norm(exact))
+
+
+def build_weighting(name):
+    """A fresh weighting of a row (``None`` for no weighting)."""
+    import pkgutil
+
+    _, path, options = WEIGHTINGS[name]
+    return None if path is None else pkgutil.resolve_name(path)(**options)
+
+
+class ErrorRecorder(lightning.Callback):
+    """The relative L2 error every ``every`` steps and at the last."""
+
+    def __init__(self, points, exact, every, last):
+        self.points, self.exact = points, exact
+        self.every, self.last = every, last
+        self.steps, self.errors, self.seconds = [], [], 0.0
+        self._started = None
+
+    def on_train_batch_start(self, trainer, solver, batch, index):
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, solver, outputs, batch, index):
+        self.seconds += time.perf_counter() - self._started
+        step = trainer.global_step
+        if step % self.every == 0 or step == self.last:
+            self.steps.append(step)
+            self.errors.append(relative_error(solver, self.points, self.exact))
+
+
+def run_job(job):
+    """Train one seed of one setting with one weighting; its record."""
+    import warnings
+
+    from pina import Trainer
+    from pina.optim import TorchOptimizer
+    from pina.solver import PhysicsInformedSingleModelSolver
+
+    warnings.filterwarnings("ignore")
+    torch.set_num_threads(1)
+    make, inputs, layers, activation, extra, optimiser, epochs, sizes = SETUPS[
+        job["setting"]
+    ]
+    epochs = job.get("epochs") or epochs
+    lightning.seed_everything(job["seed"], verbose=False)
+    problem = make()
+    extra = None if extra is None else (extra[0](), *extra[1:])
+    model = _feedforward(inputs, layers, activation, extra)
+    name, options = optimiser
+    optimizer = TorchOptimizer(getattr(torch.optim, name), **options)
+    solver = PhysicsInformedSingleModelSolver(
+        problem,
+        model,
+        optimizer=optimizer,
+        weighting=build_weighting(job["weighting"]),
+    )
+    points = evaluation_points(problem)
+    exact = torch.Tensor.as_subclass(problem.solution(points), torch.Tensor)
+    recorder = ErrorRecorder(
+        points, exact.flatten(), max(epochs // RECORDS, 1), epochs
+    )
+    trainer = Trainer(
+        solver=solver,
+        max_epochs=epochs,
+        accelerator="cpu",
+        enable_model_summary=False,
+        enable_progress_bar=False,
+        logger=False,
+        enable_checkpointing=False,
+        callbacks=[recorder],
+        **sizes,
+    )
+    record = dict(job, status="ok", failure=None)
+    try:
+        trainer.train()
+    except Exception as error:  # a diverged run is counted, not dropped
+        record.update(status="failed", failure=f"{type(error).__name__}")
+    final = recorder.errors[-1] if recorder.errors else math.nan
+    if not math.isfinite(final):
+        record.update(status="failed", failure=record["failure"] or "nan")
+    saved = getattr(solver.weighting, "last_saved_weights", None) or dict
+    record.update(
+        history={"steps": recorder.steps, "errors": recorder.errors},
+        final_error=final,
+        train_seconds=recorder.seconds,
+        final_weights={str(k): float(v) for k, v in saved().items()},
+    )
+    return record
+
+
+# --------------------------------------------------------------- summary
+def identity(run):
+    return (run["setting"], run["weighting"], run["seed"])
+
+
+def ratios(runs, setting, weighting):
+    """``[error / none's error]`` paired by seed (a diverged run: inf)."""
+    errors = {}
+    for run in runs:
+        if run["setting"] == setting and not run.get("superseded"):
+            errors[(run["weighting"], run["seed"])] = suite_protocol.run_error(
+                run
+            )
+    seeds = sorted(s for w, s in errors if w == weighting)
+    return [
+        errors[(weighting, s)] / errors[("none", s)]
+        for s in seeds
+        if ("none", s) in errors and math.isfinite(errors[("none", s)])
+    ]
+
+
+def summarise(document):
+    """``{weighting: {setting: {geo, worse, seeds, low, high}}}`` and, per
+    weighting, criterion (d): every setting's ratio at most
+    :data:`NO_HARM`."""
+    runs, table = document["runs"], {}
+    settings = document["settings"]
+    for weighting in document["weightings"]:
+        if weighting == "none":
+            continue
+        rows = {}
+        for setting in settings:
+            found = ratios(runs, setting, weighting)
+            if not found:
+                continue
+            rows[setting] = {
+                "geo": suite_protocol.geometric_mean(found),
+                "worse": sum(r > 1 for r in found),
+                "seeds": len(found),
+                "low": min(found),
+                "high": max(found),
+            }
+        complete = len(rows) == len(settings)
+        passes = complete and all(r["geo"] <= NO_HARM for r in rows.values())
+        table[weighting] = {"settings": rows, "no_harm": passes}
+    return table
+
+
+def render(document):
+    """The page's generated block (markdown)."""
+    summary = summarise(document)
+    settings = document["settings"]
+    header = ["weighting", *(f"`{s}`" for s in settings), "(d)"]
+    rows = []
+    for weighting, found in summary.items():
+        cells = [WEIGHTINGS[weighting][0]]
+        for setting in settings:
+            row = found["settings"].get(setting)
+            cells.append(
+                "—"
+                if row is None
+                else f"{row['geo']:.2f} ({row['worse']}/{row['seeds']})"
+            )
+        cells.append("pass" if found["no_harm"] else "miss")
+        rows.append(cells)
+    lines = [
+        "Each weighting's error divided by no weighting's, geometric mean "
+        "over seeds (in brackets: on how many seeds it is worse); (d): "
+        f"every setting at most {NO_HARM:.2f}.",
+        "",
+        harness.markdown_table(header, rows),
+        "",
+        "No weighting's error (median over seeds):",
+        "",
+    ]
+    none = [
+        (s, sorted(suite_protocol.run_error(r) for r in document["runs"]
+                   if r["setting"] == s and r["weighting"] == "none"))
+        for s in settings
+    ]  # fmt: skip
+    lines.append(
+        harness.markdown_table(
+            ["setting", "error"],
+            [
+                [f"`{s}`", f"{e[len(e) // 2]:.2e}" if e else "—"]
+                for s, e in none
+            ],
+        )
+    )
+    lines += ["", *harness.parts_lines(document, lambda i, p: p["date"])]
+    return "\n".join(lines)
+
+
+def write_outputs(document, output_dir):
+    harness.write_json(os.path.join(output_dir, RESULTS), document)
+    harness.write_page(
+        os.path.join(output_dir, PAGE),
+        SCRIPT,
+        render(document),
+        "The introductory half: do no harm",
+    )
+
+
+# --------------------------------------------------------------- running
+def flags(parser):
+    add = parser.add_argument
+    add("--settings", help="comma-separated (default: the split's half)")
+    add("--weightings", help=f"comma-separated (default: {','.join(FULL)})")
+    add("--seeds", type=int, help=f"seeds 0..N-1 (default {SEEDS})")
+    add("--resume", action="store_true", help="add to the committed runs")
+
+    def check(args):
+        for name in (
+            (args.weightings or "").split(",") if args.weightings else []
+        ):
+            if name not in WEIGHTINGS:
+                return (
+                    f"--weightings: unknown {name!r}; one of {list(WEIGHTINGS)}"
+                )
+        return None
+
+    return check
+
+
+def run_all(args, argv):
+    half = [e["setting"] for e in read_half()]
+    settings = args.settings.split(",") if args.settings else half
+    unknown = [s for s in settings if s not in SETUPS]
+    if unknown:
+        raise SystemExit(
+            f"--settings: unknown {unknown}; one of {list(SETUPS)}"
+        )
+    weightings = args.weightings.split(",") if args.weightings else list(FULL)
+    if "none" not in weightings:
+        weightings.insert(0, "none")
+    seeds = args.seeds or (1 if args.quick else SEEDS)
+    path = os.path.join(args.output_dir, RESULTS)
+    document = {"script": SCRIPT, "settings": [], "weightings": [], "runs": [],
+                "parts": []}  # fmt: skip
+    if args.resume and os.path.exists(path):
+        document = harness.read_json(path)
+    for key, values in (("settings", settings), ("weightings", weightings)):
+        document[key] += [v for v in values if v not in document[key]]
+    done = {identity(r) for r in document["runs"] if not r.get("superseded")}
+    jobs = [
+        {"setting": s, "weighting": w, "seed": seed,
+         "epochs": 20 if args.quick else None}
+        for seed in range(seeds) for s in settings for w in weightings
+        if (s, w, seed) not in done
+    ]  # fmt: skip
+    started = time.perf_counter()
+    part = harness.provenance(SCRIPT, argv, args.machine_label,
+                              workers=args.workers, threads=1)  # fmt: skip
+    document["parts"].append(part)
+    index = len(document["parts"]) - 1
+    print(f"{len(jobs)} runs", file=sys.stderr)
+
+    def keep(job, record):
+        if "worker_error" in record:
+            record = dict(job, status="failed", failure=record["worker_error"],
+                          history={"steps": [], "errors": []})  # fmt: skip
+        document["runs"].append(dict(record, part=index))
+        harness.finish(part, started)
+        harness.write_json(path, document)
+        print(f"{identity(record)}: {record.get('final_error')}", flush=True)
+
+    harness.map_jobs(run_job, jobs, args.workers, keep)
+    harness.finish(part, started)
+    return document
+
+
+def main(argv=None):
+    return harness.study_main(
+        argv, "The introductory half.", run_all, write_outputs, flags
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
