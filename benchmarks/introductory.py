@@ -60,7 +60,22 @@ WEIGHTINGS = {
     "sketch_predictor": (
         "`SketchNTKWeighting()` (0.1.0's default)",
         "pina_ntk.SketchNTKWeighting",
-        {"alpha": 1e-3, "sample_every_n_steps": 10, "warmup_samples": 32},
+        {
+            "alpha": 1e-3,
+            "sample_every_n_steps": 10,
+            "warmup_samples": 32,
+            "ramp_steps": 0,
+        },
+    ),
+    "sketch_ramp_1000": (
+        "`SketchNTKWeighting(ramp_steps=1000)`",
+        "pina_ntk.SketchNTKWeighting",
+        {
+            "alpha": 1e-3,
+            "sample_every_n_steps": 10,
+            "warmup_samples": 32,
+            "ramp_steps": 1000,
+        },
     ),
     "exact": (
         "`NTKWeighting()`",

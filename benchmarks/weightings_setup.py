@@ -95,7 +95,13 @@ WEIGHTINGS = {
     "sketch_predictor": (
         SKETCH + "gradient_band=None)`, the default",
         "sketch",
-        {"gradient_band": None},
+        {"gradient_band": None, "ramp_steps": 0},
+    ),
+    # the weights come in over the moving average's span (issue #76)
+    "sketch_ramp_1000": (
+        SKETCH + "ramp_steps=1000)`",
+        "sketch",
+        {"gradient_band": None, "ramp_steps": 1000},
     ),
     # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),

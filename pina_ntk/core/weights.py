@@ -127,6 +127,60 @@ def guarded_weights(
     return torch.where(ok, proposed, previous.to(proposed)), ok
 
 
+def ramp_fraction(step, ramp_steps):
+    """
+    How far the weights have come in at optimisation ``step``: ``step /
+    ramp_steps`` up to 1, and 1 from the start without a ramp.
+
+    :param int step: The optimisation step, from 0.
+    :param int ramp_steps: The steps over which the weights come in; ``0``
+        for none.
+    :return: The fraction ``s`` in ``[0, 1]`` of :func:`ramped_weights`.
+    :rtype: float
+
+    :Example:
+        >>> ramp_fraction(75, 300), ramp_fraction(600, 300), ramp_fraction(0, 0)
+        (0.25, 1.0, 1.0)
+    """
+    if ramp_steps == 0:
+        return 1.0
+    return min(step / ramp_steps, 1.0)
+
+
+def ramped_weights(weights, block_sizes, reduction, fraction):
+    """
+    Weights a ``fraction`` of the way from those of a uniform kernel diagonal
+    to ``weights``, geometrically: ``u_c (w_c / u_c)^s``.
+
+    ``u_c`` is what :func:`ntk_weights` gives for equal per-entry traces:
+    ``1`` with the ``mean`` reduction (no weighting), ``1/n_c`` with
+    ``sum`` (every entry weighted alike). At ``s = 0`` no condition is
+    favoured, at ``s = 1`` the weights are unchanged, and in between each
+    condition's weight over a uniform diagonal's, ``w_c / u_c``, is taken
+    to the power ``s`` (and so is the ratio of two conditions'). A ramp: training starts without the NTK's balance and
+    takes it in as the kernel leaves its initial state, whose weights can
+    do harm (``docs/weights.md``, *Why the default starts from no
+    weighting*).
+
+    :param torch.Tensor weights: Condition weights ``w_c``, positive, ``(C,)``.
+    :param torch.Tensor block_sizes: Residual entries ``n_c`` per condition.
+    :param str reduction: The loss reduction, ``"mean"`` or ``"sum"``.
+    :param float fraction: ``s`` in ``[0, 1]`` (:func:`ramp_fraction`).
+    :return: The ramped weights, ``(C,)``.
+    :rtype: torch.Tensor
+
+    :Example:
+        >>> ramped_weights(torch.tensor([4.0, 0.25]), torch.tensor([3, 1]),
+        ...                "mean", 0.5)
+        tensor([2.0000, 0.5000])
+    """
+    if fraction >= 1.0:
+        return weights
+    sizes = block_sizes.to(weights)
+    uniform = ntk_weights(sizes, sizes, reduction)
+    return uniform * (weights / uniform).pow(fraction)
+
+
 def observations_first(weights, entered, observed):
     """
     Cap the weight of every condition an inverse problem's unknowns enter

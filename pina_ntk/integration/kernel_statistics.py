@@ -50,6 +50,8 @@ from ..core.weights import (
     entry_weights,
     guarded_weights,
     observations_first,
+    ramp_fraction,
+    ramped_weights,
 )
 from .reports import RunReports, device_clock
 
@@ -583,6 +585,11 @@ class KernelStatistics:
             )
             banded = (weights * factors).clamp(*weighting.weight_bounds)
             weights = torch.where(ok, banded, weights)
+        fraction = ramp_fraction(self.step, weighting.ramp_steps)
+        if fraction < 1.0:
+            # previous weights (kept on unusable traces) were ramped already
+            ramped = ramped_weights(weights, sizes, self.reduction, fraction)
+            weights = torch.where(ok, ramped, weights)
         if weighting.unknowns == "observations_first":
             weights = observations_first(weights, *self._inverse_roles)
         self.reports.count(weights, traces, ok, weighting.weight_bounds)

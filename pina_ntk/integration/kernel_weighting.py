@@ -15,7 +15,7 @@ reads the driver through the
 from abc import abstractmethod
 
 import torch
-from ..core.checks import check_choice
+from ..core.checks import check_choice, check_int
 from ..core.estimators import balanced_probe_scales
 from ..core.gradient_band import check_band
 from ..core.safeguard import SpacedUpdateSafeguard
@@ -105,10 +105,14 @@ class KernelWeighting(SolverAttachedWeighting):
     #: :class:`~pina_ntk.integration.contract.BlockIsolation`).
     isolates_blocks = False
 
-    def __init__(self, safeguard, weight_bounds, gradient_band, unknowns):
+    def __init__(
+        self, safeguard, weight_bounds, gradient_band, unknowns, ramp_steps
+    ):
         # PINA calls update_weights every step with update_every_n_epochs=1;
         # when statistics are refreshed is decided per optimisation step here.
         super().__init__(update_every_n_epochs=1, aggregator="sum")
+        check_int("ramp_steps", ramp_steps, 0)
+        self.ramp_steps = ramp_steps
         self.safeguard = make_safeguard(safeguard)
         self.weight_bounds = check_bounds(weight_bounds)
         self.gradient_band = check_band(gradient_band)

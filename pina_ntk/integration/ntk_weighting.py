@@ -115,6 +115,15 @@ class NTKWeighting(KernelWeighting):
         (``docs/inverse-problems.md``). Either way the residuals are
         evaluated again at the unknowns the step's loss used (PINA clamps
         them in place after it).
+    :param int ramp_steps: Steps over which the weights come in: at step
+        ``t < ramp_steps`` each weight ``w_c`` is applied as ``u_c (w_c /
+        u_c)^(t / ramp_steps)``, ``u_c`` the weight of a uniform kernel
+        diagonal (``1`` with PINA's ``mean`` reduction: no weighting), so
+        that training starts from no weighting and takes in the NTK's
+        balance as the kernel leaves its state at initialisation, whose
+        weights can do harm (:func:`~pina_ntk.core.weights.ramped_weights`;
+        ``docs/weights.md``). ``0``: the NTK weights from the first step.
+        Default ``0`` (Wang et al.'s weights as published).
     :raises ValueError: If an argument is out of range.
 
     :Example:
@@ -138,13 +147,16 @@ class NTKWeighting(KernelWeighting):
         statistic="trace",
         gradient_band=None,
         unknowns="observations_first",
+        ramp_steps=0,
     ):
         check_int("update_every_n_steps", update_every_n_steps, 1)
         if chunk_size is not None:
             check_int("chunk_size", chunk_size, 1)
         check_rate("alpha", alpha)
         statistic = check_statistic(statistic)
-        super().__init__(safeguard, weight_bounds, gradient_band, unknowns)
+        super().__init__(
+            safeguard, weight_bounds, gradient_band, unknowns, ramp_steps
+        )
         self.refresh_every_n_steps = update_every_n_steps
         self.chunk_size = chunk_size
         self.alpha = float(alpha)

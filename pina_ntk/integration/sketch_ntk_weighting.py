@@ -159,6 +159,15 @@ class SketchNTKWeighting(KernelWeighting):
     :type gradient_band: float | None
     :param str unknowns: As in :class:`NTKWeighting`. Default
         ``"observations_first"``.
+    :param int ramp_steps: Steps over which the weights come in: at step
+        ``t < ramp_steps`` each weight ``w_c`` is applied as ``u_c (w_c /
+        u_c)^(t / ramp_steps)``, ``u_c`` the weight of a uniform kernel
+        diagonal (``1`` with PINA's ``mean`` reduction: no weighting), so
+        that training starts from no weighting and takes in the NTK's
+        balance as the kernel leaves its state at initialisation, whose
+        weights can do harm (:func:`~pina_ntk.core.weights.ramped_weights`;
+        ``docs/weights.md``). ``0``: the NTK weights from the first step.
+        Default ``0`` (Algorithm 3 as published).
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
@@ -188,6 +197,7 @@ class SketchNTKWeighting(KernelWeighting):
         statistic="trace",
         gradient_band=None,
         unknowns="observations_first",
+        ramp_steps=0,
     ):
         check_rate("alpha", alpha)
         check_int("sample_every_n_steps", sample_every_n_steps, 1)
@@ -213,7 +223,9 @@ class SketchNTKWeighting(KernelWeighting):
             check_int("seed", seed, 0)
         if evaluation_chunk_size is not None:
             check_int("evaluation_chunk_size", evaluation_chunk_size, 1)
-        super().__init__(safeguard, weight_bounds, gradient_band, unknowns)
+        super().__init__(
+            safeguard, weight_bounds, gradient_band, unknowns, ramp_steps
+        )
         self.alpha = float(alpha)
         self.refresh_every_n_steps = sample_every_n_steps
         self.warmup_samples = warmup_samples

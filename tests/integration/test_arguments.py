@@ -52,6 +52,9 @@ from helpers import make_solver, make_trainer, mlp, untouched_line_problem
         ({"sample_every_n_steps": True}, "sample_every_n_steps"),
         ({"gradient_band": 0.5}, "gradient_band"),
         ({"gradient_band": "4"}, "gradient_band"),
+        ({"ramp_steps": -1}, "ramp_steps"),
+        ({"ramp_steps": 2.5}, "ramp_steps"),
+        ({"ramp_steps": None}, "ramp_steps"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):
@@ -73,6 +76,8 @@ def test_sketch_weighting_arguments(kwargs, argument):
         ({"statistic": "Rayleigh"}, "statistic"),
         ({"gradient_band": 0.0}, "gradient_band"),
         ({"gradient_band": float("nan")}, "gradient_band"),
+        ({"ramp_steps": -5}, "ramp_steps"),
+        ({"ramp_steps": True}, "ramp_steps"),
     ],
 )
 def test_exact_weighting_arguments(kwargs, argument):
