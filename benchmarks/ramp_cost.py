@@ -63,8 +63,9 @@ def run(args, argv):
         "settings": settings,
     }
     started = time.perf_counter()
-    part = harness.provenance(SCRIPT, argv, args.machine_label, threads=1,
-                              workers=args.workers)  # fmt: skip
+    part = harness.provenance(
+        SCRIPT, argv, args.machine_label, threads=1, workers=args.workers
+    )
     log = functools.partial(print, file=sys.stderr, flush=True)
     ratios = weightings.measure_step_costs(
         document, rounds, args.workers, log, steps

@@ -258,12 +258,15 @@ def summarise(runs, weightings, problems, costs=None):
     return summary
 
 
-def decide(summary, candidates):
+def decide(summary, candidates, no_harm=None):
     """The default by the protocol's rule (see the module docstring), on
-    the summary of the confirmation halves together.
+    the summary of the confirmation halves together; with ``no_harm``
+    (``{candidate: bool}``, the introductory half's criterion (d) of issue
+    #76, ``introductory.summarise``) a candidate also needs (d), and one
+    without an entry fails it.
 
-    :return: ``(default, {candidate: {"a", "b", "c" per basis: bool}})``;
-        the published sketch where no candidate passes.
+    :return: ``(default, {candidate: {"a", "b", "c" per basis (and "d"):
+        bool}})``; the published sketch where no candidate passes.
     :raises ValueError: If the published sketch is not in ``summary``."""
     if PUBLISHED not in summary:
         raise ValueError(f"summary lacks the published sketch {PUBLISHED!r}.")
@@ -281,6 +284,8 @@ def decide(summary, candidates):
                 <= len(worse["worse_than_none"]),
             }
             checks[candidate] |= {f"{k} ({basis})": v for k, v in rules.items()}
+        if no_harm is not None:
+            checks[candidate]["d"] = bool(no_harm.get(candidate, False))
     passing = [c for c, found in checks.items() if all(found.values())]
     key = lambda c: summary[c]["steps"]["to_published"]  # noqa: E731
     return min(passing, key=key, default=PUBLISHED), checks

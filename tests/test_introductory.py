@@ -15,6 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import introductory  # noqa: E402
+import introductory_setups  # noqa: E402
 import suite_intro_problems as intro  # noqa: E402
 import suite_protocol  # noqa: E402
 
@@ -81,8 +82,9 @@ def test_the_variable_coefficient_residual_has_the_product_rule():
     u = problem.solution(pts)
     residual = intro._variable_residual(pts, u)
     expected = torch.zeros_like(x)
-    assert torch.allclose(residual.as_subclass(torch.Tensor), expected,
-                          atol=TOL)  # fmt: skip
+    assert torch.allclose(
+        residual.as_subclass(torch.Tensor), expected, atol=TOL
+    )
     flux = intro._d(u, pts, "x")
     gap = (flux.detach() - math.pi * torch.cos(math.pi * x)).abs().max()
     assert float(gap) < TOL
@@ -140,8 +142,12 @@ def test_the_summary_pairs_seeds_and_judges_criterion_d():
         _run("b", "none", 0, [1.0] * 5),
         _run("b", "w", 0, [1.2] * 5),
     ]
-    document = {"settings": ["a", "b"], "weightings": ["none", "w"],
-                "runs": runs, "parts": []}  # fmt: skip
+    document = {
+        "settings": ["a", "b"],
+        "weightings": ["none", "w"],
+        "runs": runs,
+        "parts": [],
+    }
     summary = introductory.summarise(document)["w"]
     a, b = summary["settings"]["a"], summary["settings"]["b"]
     assert a["geo"] == pytest.approx(1.0) and a["worse"] == 1
@@ -161,8 +167,12 @@ def test_every_set_up_trains(setting):
     """Five epochs of each set-up with no weighting and the default: a
     finite error recorded at the last step."""
     for weighting in ("none", "sketch_predictor"):
-        job = {"setting": setting, "weighting": weighting, "seed": 0,
-               "epochs": 5}  # fmt: skip
+        job = {
+            "setting": setting,
+            "weighting": weighting,
+            "seed": 0,
+            "epochs": 5,
+        }
         record = introductory.run_job(job)
         assert record["status"] == "ok", record["failure"]
         assert record["history"]["steps"][-1] == 5
@@ -174,7 +184,7 @@ def test_the_tutorial_poisson_points_are_the_tutorials():
     the zoo class's conditions stay untouched."""
     from pina.problem.zoo import Poisson2DSquareProblem
 
-    problem = introductory._tutorial_poisson()
+    problem = introductory_setups._tutorial_poisson()
     sizes = {k: len(v) for k, v in problem.discretised_domains.items()}
     assert sizes["D"] == 900 and sizes["boundary"] >= 100
     assert problem.conditions is not Poisson2DSquareProblem.conditions

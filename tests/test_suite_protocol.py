@@ -395,3 +395,21 @@ def test_geometric_mean_of_edge_values():
     assert protocol.geometric_mean([0.0, 8.0]) == 0.0
     assert protocol.geometric_mean([0.0, math.inf]) == math.inf
     assert math.isnan(protocol.geometric_mean([]))
+
+
+def test_criterion_d_of_the_introductory_half_joins_the_rule():
+    """Issue #76's (d): a candidate that passes (a)-(c) but does harm on the
+    introductory half is not the default; one without an entry fails (d)."""
+    summary = {
+        "sketch_predictor": entry(1.0, 1.0, 1.0, ["x"]),
+        "harmful": entry(0.7, 0.9, 1.1, []),
+        "harmless": entry(0.95, 1.0, 1.25, ["x"]),
+        "unmeasured": entry(0.6, 0.8, 1.0, []),
+    }
+    no_harm = {"harmful": False, "harmless": True}
+    default, checks = protocol.decide(summary, list(summary), no_harm)
+    assert default == "harmless"
+    assert checks["harmful"]["d"] is False and checks["harmless"]["d"]
+    assert checks["unmeasured"]["d"] is False
+    # without (d) the lowest ratio wins, as before issue #76
+    assert protocol.decide(summary, list(summary))[0] == "unmeasured"

@@ -11,9 +11,16 @@ from pina_ntk.core.weights import ramp_fraction, ramped_weights
 
 @pytest.mark.parametrize(
     "step, steps, expected",
-    [(0, 300, 0.0), (30, 300, 0.1), (299, 300, 299 / 300), (300, 300, 1.0),
-     (10_000, 300, 1.0), (0, 0, 1.0), (7, 0, 1.0)],
-)  # fmt: skip
+    [
+        (0, 300, 0.0),
+        (30, 300, 0.1),
+        (299, 300, 299 / 300),
+        (300, 300, 1.0),
+        (10_000, 300, 1.0),
+        (0, 0, 1.0),
+        (7, 0, 1.0),
+    ],
+)
 def test_ramp_fraction(step, steps, expected):
     assert ramp_fraction(step, steps) == pytest.approx(expected)
 
