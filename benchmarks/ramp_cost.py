@@ -35,7 +35,7 @@ CANDIDATE, PUBLISHED = "sketch_ramp_1000", suite_protocol.PUBLISHED
 #: Target: the candidate's time per step at most this multiple of the
 #: published sketch's.
 MOST = 1.05
-ROUNDS, STEPS = 5, 200
+ROUNDS, STEPS = 3, 200
 
 
 def per_round(ratios):
