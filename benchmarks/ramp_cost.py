@@ -103,7 +103,7 @@ def render(document):
         f"{MOST}× the published sketch per step (geometric mean over the "
         f"settings, per round). Measured "
         f"{statistics.median(values):.3f}× ({harness.LEVEL:.0%} interval "
-        f"over rounds {low:.3f}–{high:.3f}): **{verdict}**.",
+        f"over rounds {low:.3f}–{high:.3f}): **{verdict.strip('*')}**.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -2,6 +2,7 @@
 split's entries, the summary's paired ratios and criterion (d), and a
 short run of every set-up."""
 
+import json
 import math
 import os
 import random
@@ -188,3 +189,28 @@ def test_the_tutorial_poisson_points_are_the_tutorials():
     sizes = {k: len(v) for k, v in problem.discretised_domains.items()}
     assert sizes["D"] == 900 and sizes["boundary"] >= 100
     assert problem.conditions is not Poisson2DSquareProblem.conditions
+
+
+def test_a_quick_run_leaves_the_committed_results(tmp_path, monkeypatch):
+    """``introductory.py --quick``: a smoke run writes its results and page
+    in a new temporary folder, never over the committed ones."""
+    import tempfile
+
+    committed = os.path.join(ROOT, "docs", introductory.RESULTS)
+    before = open(committed, "rb").read() if os.path.exists(committed) else None
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    arguments = ["--quick", "--settings", "tutorial_ode", "--workers", "1"]
+    assert (
+        introductory.main([*arguments, "--weightings", "sketch_ramp_1000"]) == 0
+    )
+    assert introductory.main([*arguments, "--weightings", "none"]) == 0
+    after = open(committed, "rb").read() if os.path.exists(committed) else None
+    assert after == before
+    (folder,) = tmp_path.glob("pina-ntk-quick-*")
+    document = json.loads((folder / introductory.RESULTS).read_text())
+    assert {r["weighting"] for r in document["runs"]} == {
+        "none",
+        "sketch_ramp_1000",
+    }
+    page = (folder / introductory.PAGE).read_text()
+    assert introductory.render(document) in page

@@ -31,12 +31,14 @@ import harness  # noqa: E402
 import inverse_cost  # noqa: E402
 import inverse_logs  # noqa: E402
 import inverse_page  # noqa: E402
+import introductory  # noqa: E402
 import lbfgs  # noqa: E402
 import multi_model  # noqa: E402
 import multi_model_cost  # noqa: E402
 import mutation_score  # noqa: E402
 import scaling_page  # noqa: E402
 import probe_variance  # noqa: E402
+import ramp_cost  # noqa: E402
 import spaced_samples  # noqa: E402
 import suite_page  # noqa: E402
 import weightings  # noqa: E402
@@ -139,6 +141,18 @@ PAGES = [
         "multi-model-cost.json",
         "multi_model_cost.py",
         lambda document, page: multi_model_cost.render(document),
+    ),
+    (
+        introductory.PAGE,
+        introductory.RESULTS,
+        introductory.SCRIPT,
+        lambda document, page: introductory.render(document),
+    ),
+    (
+        ramp_cost.PAGE,
+        ramp_cost.JSON,
+        ramp_cost.SCRIPT,
+        lambda document, page: ramp_cost.render(document),
     ),
     (
         "scaling.md",
@@ -262,6 +276,11 @@ def test_the_defaults_runs_are_the_shipped_default_on_every_setting():
                     for k, v in shipped.items()
                     if k != "unknowns" or k in recorded
                 }
+            if "ramp_steps" not in recorded and shipped["ramp_steps"] == 0:
+                # runs made before the option existed: at ramp_steps=0 the
+                # weights are those of the code before it, to the bit
+                # (tests/core/test_ramp.py)
+                del shipped["ramp_steps"]
             assert recorded == shipped, run["problem"]
 
 
@@ -417,3 +436,23 @@ def test_an_edited_readme_table_is_caught(tmp_path):
     edit_a_table_number(readme, *suite_page.README_MARKERS)
     with pytest.raises(AssertionError, match="table drifted"):
         check_readme_table(readme)
+
+
+def test_readme_introductory_block_is_rendered_from_its_results():
+    block = harness.read_block(
+        os.path.join(ROOT, "README.md"), *introductory.README_MARKERS
+    )
+    document = harness.read_json(os.path.join(DOCS, introductory.RESULTS))
+    assert block == introductory.readme_block(document)
+
+
+def test_the_no_harm_decision_is_rendered_from_the_results():
+    import no_harm_page
+
+    block = harness.page_block(
+        os.path.join(DOCS, introductory.PAGE), no_harm_page.SCRIPT
+    )
+    documents = suite_page.read_documents(DOCS)
+    intro = harness.read_json(os.path.join(DOCS, introductory.RESULTS))
+    cost = harness.read_json(os.path.join(DOCS, ramp_cost.JSON))
+    assert block == no_harm_page.render(documents, intro, cost)

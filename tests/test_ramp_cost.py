@@ -1,0 +1,65 @@
+"""``benchmarks/ramp_cost.py``: the per-round measure, the verdict and a
+smoke run."""
+
+import math
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import ramp_cost  # noqa: E402
+
+C, P = ramp_cost.CANDIDATE, ramp_cost.PUBLISHED
+
+
+def test_a_round_is_the_geometric_mean_over_settings_of_the_ratio():
+    """Round 0: 1.2/1.0 and 1.0/1.2 give 1; round 1: 2.2/1.1 and 1.0/1.0
+    give sqrt(2)."""
+    ratios = {
+        "a": {C: [1.2, 2.2], P: [1.0, 1.1]},
+        "b": {C: [1.0, 1.0], P: [1.2, 1.0]},
+    }
+    found = ramp_cost.per_round(ratios)
+    assert found == pytest.approx([1.0, math.sqrt(2)])
+
+
+def _document(values):
+    part = {
+        "command": "python benchmarks/ramp_cost.py",
+        "date": "d",
+        "cpu": "c",
+        "cpus": 2,
+        "versions": {"python": "3"},
+    }
+    ratios = {"s": {C: list(values), P: [1.0] * len(values)}}
+    return {"part": part, "rounds": len(values), "steps": 200, "ratios": ratios}
+
+
+@pytest.mark.parametrize(
+    "values, verdict",
+    [
+        ((1.0, 1.01, 0.99), "pass"),
+        ((1.2, 1.1, 1.3), "miss"),
+        ((1.0, 1.2, 0.9), "not resolved"),
+        ((1.0, 1.0), "not resolved"),
+    ],
+)
+def test_the_verdict_is_by_the_interval_over_rounds(values, verdict):
+    assert f": **{verdict}**." in ramp_cost.render(_document(values))
+
+
+def test_a_quick_run_writes_elsewhere(tmp_path, monkeypatch):
+    import tempfile
+
+    committed = os.path.join(ROOT, "docs", ramp_cost.JSON)
+    before = open(committed, "rb").read() if os.path.exists(committed) else None
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert ramp_cost.main(["--quick", "--workers", "1"]) == 0
+    after = open(committed, "rb").read() if os.path.exists(committed) else None
+    assert after == before
+    (folder,) = tmp_path.glob("pina-ntk-quick-*")
+    assert (folder / ramp_cost.JSON).is_file()
+    assert "Target:" in (folder / ramp_cost.PAGE).read_text()
