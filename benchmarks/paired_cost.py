@@ -85,9 +85,10 @@ def window_line(settings):
     )
 
 
-def cost_main(script, results, page, render, job, argv=None):
+def cost_main(script, results, page, render, job, argv=None, run=None):
     """Time the rounds and write ``results`` and ``page``'s block, or
-    re-render it (``--from-json``); the exit code."""
+    re-render it (``--from-json``); the exit code. ``run(args, argv)``, if
+    given, makes the document instead of :func:`run_rounds` of ``job``."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=f"{script}: see its docstring")
     docs = os.path.join(harness.ROOT, "docs")
@@ -97,7 +98,10 @@ def cost_main(script, results, page, render, job, argv=None):
     if args.from_json:
         document = harness.read_json(args.from_json)
     else:
-        document = run_rounds(script, job, args, argv)
+        if run is None:
+            document = run_rounds(script, job, args, argv)
+        else:
+            document = run(args, argv)
         harness.write_json(os.path.join(output_dir, results), document)
     begin = harness.BEGIN.format(script=script)
     harness.write_block(

@@ -17,13 +17,12 @@ the interval over rounds, ``harness.judged``).
 """
 
 import functools
-import math
-import os
 import statistics
 import sys
 import time
 
 import harness
+import paired_cost
 import suite_protocol
 import weightings
 from weightings_setup import FULL, QUICK, SPLIT
@@ -109,30 +108,8 @@ def render(document):
 
 
 def main(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    import argparse
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    docs = os.path.join(harness.ROOT, "docs")
-    harness.add_run_flags(parser, docs)
-    args = parser.parse_args(argv)
-    output_dir = harness.output_location(args, "output_dir", docs)
-    if args.from_json:
-        document = harness.read_json(args.from_json)
-    else:
-        document = run(args, argv)
-        harness.write_json(os.path.join(output_dir, JSON), document)
-    if not all(math.isfinite(v) for v in per_round(document["ratios"])):
-        raise SystemExit("a round has no finite ratio: see the log")
-    begin = harness.BEGIN.format(script=SCRIPT)
-    harness.write_block(
-        os.path.join(output_dir, PAGE),
-        begin,
-        harness.END,
-        render(document),
-        f"# {SCRIPT}\n\n{begin}\n{harness.END}\n",
-    )
-    return 0
+    """Time the rounds, or re-render; the exit code."""
+    return paired_cost.cost_main(SCRIPT, JSON, PAGE, render, None, argv, run)
 
 
 if __name__ == "__main__":

@@ -159,15 +159,9 @@ class SketchNTKWeighting(KernelWeighting):
     :type gradient_band: float | None
     :param str unknowns: As in :class:`NTKWeighting`. Default
         ``"observations_first"``.
-    :param int ramp_steps: Steps over which the weights come in: at step
-        ``t < ramp_steps`` each weight ``w_c`` is applied as ``u_c (w_c /
-        u_c)^(t / ramp_steps)``, ``u_c`` the weight of a uniform kernel
-        diagonal (``1`` with PINA's ``mean`` reduction: no weighting), so
-        that training starts from no weighting and takes in the NTK's
-        balance as the kernel leaves its state at initialisation, whose
-        weights can do harm (:func:`~pina_ntk.core.weights.ramped_weights`;
-        ``docs/weights.md``). ``0``: the NTK weights from the first step.
-        Default ``0`` (Algorithm 3 as published).
+    :param int ramp_steps: As in :class:`NTKWeighting`: the weights come in
+        over the first ``ramp_steps`` steps, from no weighting to the NTK
+        weights. Default ``0`` (Algorithm 3 as published).
     :raises ValueError: If an argument is out of range or unknown.
 
     :Example:
