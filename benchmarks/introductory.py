@@ -36,7 +36,7 @@ import torch
 
 import harness
 import suite_protocol
-from introductory_setups import SETUPS, feedforward
+from introductory_setups import SETUPS, assemble
 
 SCRIPT = "introductory.py"
 RESULTS = "suite/introductory.json"
@@ -180,21 +180,14 @@ def run_job(job):
     import warnings
 
     from pina import Trainer
-    from pina.optim import TorchOptimizer
     from pina.solver import PhysicsInformedSingleModelSolver
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    make, inputs, layers, activation, extra, optimiser, epochs, sizes = SETUPS[
-        job["setting"]
-    ]
+    epochs, sizes = SETUPS[job["setting"]][-2:]
     epochs = job.get("epochs") or epochs
     lightning.seed_everything(job["seed"], verbose=False)
-    problem = make()
-    extra = None if extra is None else (extra[0](), *extra[1:])
-    model = feedforward(inputs, layers, activation, extra)
-    name, options = optimiser
-    optimizer = TorchOptimizer(getattr(torch.optim, name), **options)
+    problem, model, optimizer = assemble(job["setting"])
     solver = PhysicsInformedSingleModelSolver(
         problem,
         model,

@@ -224,3 +224,18 @@ SETUPS = {
         _ALL,
     ),
 }
+
+
+def assemble(setting):
+    """``(problem, model, optimizer)`` of a setting of :data:`SETUPS`, built
+    in this order (the problem's points drawn first, then the network's
+    weights) from the random state the caller seeded."""
+    from pina.optim import TorchOptimizer
+
+    make, inputs, layers, activation, extra, optimiser, _, _ = SETUPS[setting]
+    problem = make()
+    extra = None if extra is None else (extra[0](), *extra[1:])
+    model = feedforward(inputs, layers, activation, extra)
+    name, options = optimiser
+    optimizer = TorchOptimizer(getattr(torch.optim, name), **options)
+    return problem, model, optimizer

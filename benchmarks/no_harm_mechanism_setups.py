@@ -4,10 +4,16 @@ one's problem, points, network, optimiser and error), described in
 ``no_harm_mechanism.py``'s docstring; that script runs them,
 ``no_harm_mechanism_page.py`` renders their results."""
 
-import copy
+from introductory_setups import SETUPS, assemble
 
+#: The cases' set-ups of ``introductory_setups.SETUPS`` (PINA's tutorials).
+TUTORIALS = {
+    "ode": "tutorial_ode",
+    "poisson": "tutorial_poisson",
+    "poisson_feature": "tutorial_poisson_feature",
+}
 #: Each set-up's tutorial budget (epochs, one step each).
-EPOCHS = {"ode": 1500, "poisson": 1000, "poisson_feature": 1000}
+EPOCHS = {case: SETUPS[name][-2] for case, name in TUTORIALS.items()}
 EPOCHS["lshape"] = 4000
 #: The default's moving-average rate per step and sample spacing.
 DEFAULT_ALPHA, DEFAULT_EVERY = 1e-3, 10
@@ -74,69 +80,6 @@ QUICK = {
 
 
 # ---------------------------------------------------------------- set-ups
-def _fresh(cls):
-    """A subclass of a problem class with its own conditions and domains
-    (PINA's zoo problems keep them in class-level dicts the trainer fills)."""
-    own = dict(conditions=copy.deepcopy(cls.conditions))
-    return type(cls.__name__, (cls,), dict(own, domains=dict(cls.domains)))
-
-
-def _ode_problem():
-    import torch
-    from pina import Condition
-    from pina.domain import CartesianDomain
-    from pina.equation import Equation
-    from pina.equation.zoo import FixedValue
-    from pina.operator import grad
-    from pina.problem import SpatialProblem
-
-    def ode(input_, output_):
-        u_x = grad(output_, input_, components=["u"], d=["x"])
-        return u_x - output_.extract(["u"])
-
-    class SimpleODE(SpatialProblem):
-        output_variables = ["u"]
-        spatial_domain = CartesianDomain({"x": [0, 1]})
-        domains = {"x0": CartesianDomain({"x": 0.0}), "D": spatial_domain}
-        conditions = {
-            "bound_cond": Condition(domain="x0", equation=FixedValue(1.0)),
-            "phys_cond": Condition(domain="D", equation=Equation(ode)),
-        }
-
-        def solution(self, pts):
-            return torch.exp(pts.extract(["x"]))
-
-    return SimpleODE()
-
-
-def _feature_model():
-    """Tutorial 2's network with the fixed extra input feature."""
-    import torch
-    from pina import LabelTensor
-    from pina.model import FeedForward
-
-    class SinSin(torch.nn.Module):
-        def forward(self, pts):
-            x, y = pts.extract(["x"]), pts.extract(["y"])
-            sx, sy = torch.sin(x * torch.pi), torch.sin(y * torch.pi)
-            return LabelTensor(2 * torch.pi**2 * sx * sy, ["feat"])
-
-    class WithFeature(FeedForward):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            self.extra = SinSin()
-
-        def forward(self, x):
-            return super().forward(x.append(self.extra(x)))
-
-    return WithFeature(
-        input_dimensions=3,
-        output_dimensions=1,
-        func=torch.nn.Softplus,
-        layers=[10, 10],
-    )
-
-
 def evaluation_points(case, problem, grid):
     """The error's points: ``grid`` per axis (``lshape``: those in the L)."""
     if case == "lshape":
@@ -154,25 +97,28 @@ def make_weighting(row):
     return (SketchNTKWeighting if kind == "sketch" else NTKWeighting)(**options)
 
 
-def build(case, row, seed, grid):
-    """``(solver, trainer options, error function)`` of a set-up and row,
-    seeded with ``seed`` (the evaluation points are drawn before)."""
-    import lightning
+def _lshape(problem):
+    """The L-shaped set-up's network and solver options, its points drawn."""
     import torch
-    from pina.model import FeedForward
     from pina.optim import TorchOptimizer, TorchScheduler
-    from pina.solver import PhysicsInformedSingleModelSolver
 
-    if case == "ode":
-        problem = _ode_problem()
-    elif case == "lshape":
-        from suite_plane_problems import LShapeProblem
+    from pina_ntk.integration.resampling import discretise_conditions
+    from pina_ntk.paper.experiments.models import ScaledMLP
 
-        problem = LShapeProblem()
-    else:
-        from pina.problem.zoo import Poisson2DSquareProblem
+    discretise_conditions(problem, problem.POINTS)
+    box = problem.spatial_domain.range
+    lower, upper = ([float(box[v][i]) for v in "xy"] for i in (0, 1))
+    model = ScaledMLP(lower, upper, 1, width=64, depth=3)
+    optimizer = TorchOptimizer(torch.optim.Adam, lr=1e-3)
+    decay = torch.optim.lr_scheduler.ExponentialLR
+    scheduler = TorchScheduler(decay, gamma=0.9 ** (1 / 1000))
+    return model, dict(optimizer=optimizer, scheduler=scheduler)
 
-        problem = _fresh(Poisson2DSquareProblem)()
+
+def _error(case, problem, grid):
+    """The relative L2 error on :func:`evaluation_points` (no draws)."""
+    import torch
+
     points = evaluation_points(case, problem, grid)
     exact = problem.solution(points)
     exact = torch.Tensor.as_subclass(exact, torch.Tensor).flatten()
@@ -183,48 +129,30 @@ def build(case, row, seed, grid):
             gap = torch.linalg.norm(found.flatten() - exact)
             return float(gap / torch.linalg.norm(exact))
 
-    lightning.seed_everything(seed, verbose=False)
-    scheduler = None
-    sizes = dict(train_size=1.0, test_size=0.0, val_size=0.0)
-    if case == "ode":
-        problem.discretise_domain(1, "random", domains=["x0"])
-        problem.discretise_domain(20, "lh", domains=["D"])
-        model = FeedForward(
-            layers=[10, 10],
-            func=torch.nn.Tanh,
-            output_dimensions=1,
-            input_dimensions=1,
-        )
-        optimizer = TorchOptimizer(torch.optim.RAdam, lr=0.005)
-    elif case == "lshape":
-        from pina_ntk.integration.resampling import discretise_conditions
-        from pina_ntk.paper.experiments.models import ScaledMLP
+    return error
 
-        discretise_conditions(problem, problem.POINTS)
-        box = problem.spatial_domain.range
-        lower, upper = ([float(box[v][i]) for v in "xy"] for i in (0, 1))
-        model = ScaledMLP(lower, upper, 1, width=64, depth=3)
-        optimizer = TorchOptimizer(torch.optim.Adam, lr=1e-3)
-        decay = torch.optim.lr_scheduler.ExponentialLR
-        scheduler = TorchScheduler(decay, gamma=0.9 ** (1 / 1000))
+
+def build(case, row, seed, grid):
+    """``(solver, trainer options, error function)`` of a set-up and row,
+    seeded with ``seed`` before the points are drawn, then the network
+    and the weighting built (a tutorial: ``introductory_setups.assemble``)."""
+    import lightning
+    from pina.solver import PhysicsInformedSingleModelSolver
+
+    if case == "lshape":
+        from suite_plane_problems import LShapeProblem
+
+        problem = LShapeProblem()
+        error = _error(case, problem, grid)
+        lightning.seed_everything(seed, verbose=False)
+        model, options = _lshape(problem)
+        sizes = dict(train_size=1.0, test_size=0.0, val_size=0.0)
     else:
-        problem.discretise_domain(30, "grid", domains=["D"])
-        problem.discretise_domain(100, "grid", domains=["boundary"])
-        if case == "poisson_feature":
-            model = _feature_model()
-        else:
-            model = FeedForward(
-                layers=[10, 10],
-                func=torch.nn.Softplus,
-                output_dimensions=1,
-                input_dimensions=2,
-            )
-        optimizer = TorchOptimizer(
-            torch.optim.Adam, lr=0.006, weight_decay=1e-8
-        )
-        sizes = dict(train_size=0.8, test_size=0.2, val_size=0.0, shuffle=True)
-    options = dict(optimizer=optimizer, weighting=make_weighting(row))
-    if scheduler is not None:
-        options["scheduler"] = scheduler
+        lightning.seed_everything(seed, verbose=False)
+        problem, model, optimizer = assemble(TUTORIALS[case])
+        error = _error(case, problem, grid)
+        options = dict(optimizer=optimizer)
+        sizes = dict(SETUPS[TUTORIALS[case]][-1])
+    options["weighting"] = make_weighting(row)
     solver = PhysicsInformedSingleModelSolver(problem, model, **options)
     return solver, sizes, error
