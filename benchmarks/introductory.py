@@ -339,7 +339,11 @@ README_MARKERS = ("<!-- introductory -->", "<!-- /introductory -->")
 LEVEL_BAND = NO_HARM
 
 
-def readme_block(document, rows=("sketch_predictor",)):
+#: The README block's rows.
+README_ROWS = ("sketch_predictor", "sketch_ramp_1000", "pina_self_adaptive")
+
+
+def readme_block(document, rows=README_ROWS):
     """README.md's block: per row, the introductory settings where it
     helps (ratio to none at most ``1 / LEVEL_BAND``), is about level and
     hurts (above ``LEVEL_BAND``), with each ratio."""

@@ -3,7 +3,8 @@ confirmation halves together, (a)-(c) at equal steps and equal time
 (``suite_protocol.decide``), with criterion (d) of the introductory half
 (``introductory.summarise``), and the issue's targets on the confirmation
 halves (the ratio to the published sketch, the worst setting). Written into
-the introductory half's page from the committed results; nothing is run.
+the introductory half's page, and README.md's block of where the default
+helps and hurts on that half, from the committed results; nothing is run.
 
 The candidates' time per step on a confirmation setting is the published
 sketch's there times their measured ratio to it on the tuning half
@@ -118,6 +119,11 @@ def main(argv=None):
         harness.BEGIN.format(script=SCRIPT),
         harness.END,
         render(documents, intro, cost),
+    )
+    harness.write_block(
+        os.path.join(harness.ROOT, "README.md"),
+        *introductory.README_MARKERS,
+        introductory.readme_block(intro),
     )
     return 0
 
