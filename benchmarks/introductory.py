@@ -76,21 +76,6 @@ WEIGHTINGS = {
             "ramp_steps": 1000,
         },
     ),
-    "exact": (
-        "`NTKWeighting()`",
-        "pina_ntk.NTKWeighting",
-        {"update_every_n_steps": 1},
-    ),
-    "exact_10": (
-        "`NTKWeighting(update_every_n_steps=10)`",
-        "pina_ntk.NTKWeighting",
-        {"update_every_n_steps": 10},
-    ),
-    "exact_10_ramp_1000": (
-        "`NTKWeighting(update_every_n_steps=10, ramp_steps=1000)`",
-        "pina_ntk.NTKWeighting",
-        {"update_every_n_steps": 10, "ramp_steps": 1000},
-    ),
     "pina_self_adaptive": (
         "PINA `SelfAdaptiveWeighting()`",
         "pina.weighting.SelfAdaptiveWeighting",
