@@ -157,10 +157,11 @@ def ramped_weights(weights, block_sizes, reduction, fraction):
     ``sum`` (every entry weighted alike). At ``s = 0`` no condition is
     favoured, at ``s = 1`` the weights are unchanged, and in between each
     condition's weight over a uniform diagonal's, ``w_c / u_c``, is taken
-    to the power ``s`` (and so is the ratio of two conditions'). A ramp: training starts without the NTK's balance and
-    takes it in as the kernel leaves its initial state, whose weights can
-    do harm (``docs/weights.md``, *Why the default starts from no
-    weighting*).
+    to the power ``s`` (and so is the ratio of two conditions'). A ramp:
+    training starts without the NTK's balance and takes it in as the
+    kernel leaves its initial state, whose weights can do harm
+    (``docs/weights.md``, *Weights that come in as the kernel leaves its
+    initial state*).
 
     :param torch.Tensor weights: Condition weights ``w_c``, positive, ``(C,)``.
     :param torch.Tensor block_sizes: Residual entries ``n_c`` per condition.

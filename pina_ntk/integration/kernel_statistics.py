@@ -589,6 +589,7 @@ class KernelStatistics:
         if fraction < 1.0:
             # previous weights (kept on unusable traces) were ramped already
             ramped = ramped_weights(weights, sizes, self.reduction, fraction)
+            ramped = ramped.clamp(*weighting.weight_bounds)
             weights = torch.where(ok, ramped, weights)
         if weighting.unknowns == "observations_first":
             weights = observations_first(weights, *self._inverse_roles)

@@ -72,3 +72,18 @@ def test_the_sketch_starts_from_no_weighting():
     first, last = record.rows[0][1], record.rows[-1][1]
     assert all(w == pytest.approx(1.0) for w in first.values())
     assert max(last.values()) / min(last.values()) > 1.5
+
+
+def test_ramped_weights_stay_within_the_bounds():
+    """With the ``sum`` reduction a uniform diagonal's weight is ``1 / n_c``,
+    below these bounds: the ramp's first weights are clamped to them."""
+    weighting = NTKWeighting(
+        ramp_steps=10, safeguard=None, weight_bounds=(0.5, 2.0)
+    )
+    solver = make_solver(
+        "poisson", weighting=weighting, loss=torch.nn.MSELoss(reduction="sum")
+    )
+    record = AppliedAndExact()
+    make_trainer(solver, steps=1, callbacks=[record]).train()
+    ((_, applied, _),) = record.rows
+    assert all(w == pytest.approx(0.5) for w in applied.values())
