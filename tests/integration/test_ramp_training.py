@@ -84,6 +84,7 @@ def test_ramped_weights_stay_within_the_bounds():
         "poisson", weighting=weighting, loss=torch.nn.MSELoss(reduction="sum")
     )
     record = AppliedAndExact()
-    make_trainer(solver, steps=1, callbacks=[record]).train()
+    with pytest.warns(RuntimeWarning, match="clamped to weight_bounds"):
+        make_trainer(solver, steps=1, callbacks=[record]).train()
     ((_, applied, _),) = record.rows
     assert all(w == pytest.approx(0.5) for w in applied.values())
