@@ -57,7 +57,7 @@ GRID = 64
 WEIGHTINGS = {
     "none": ("no weighting", None, {}),
     "sketch_predictor": (
-        "`SketchNTKWeighting()` (0.1.0's default)",
+        "`SketchNTKWeighting()` (the default)",
         "pina_ntk.SketchNTKWeighting",
         {
             "alpha": 1e-3,
@@ -251,6 +251,7 @@ def summarise(document):
             rows[setting] = {
                 "geo": suite_protocol.geometric_mean(found),
                 "worse": sum(r > 1 for r in found),
+                "diverged": sum(not math.isfinite(r) for r in found),
                 "seeds": len(found),
                 "low": min(found),
                 "high": max(found),
@@ -347,7 +348,9 @@ def readme_block(document, rows=README_ROWS):
                 kind = "helps"
             elif geo > LEVEL_BAND:
                 kind = "hurts"
-            shown = f"{geo:.2g}×" if math.isfinite(geo) else "diverged"
+            shown = f"{geo:.2g}×"
+            if not math.isfinite(geo):
+                shown = f"diverged on {row['diverged']} of {row['seeds']} seeds"
             kinds[kind].append(f"`{setting}` ({shown})")
         parts = [f"{k} on {', '.join(v)}" for k, v in kinds.items() if v]
         seeds = sorted({row["seeds"] for row in found.values()})

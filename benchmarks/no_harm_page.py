@@ -71,7 +71,9 @@ def render(documents, intro_document, cost_document):
             published = found["to_published"], found["to_published_interval"]
             row = [suite_page.name(candidate, both), basis]
             row += [suite_page.interval(*published, 3)]
-            row += [f"`{top}` ({suite_page.ratio(worst[top])})" if top else "—"]
+            row += [
+                f"`{top}` ({suite_page.ratio(worst[top], 3)})" if top else "—"
+            ]
             row += [str(len(found["worse_than_none"]))]
             for rule in "abc":
                 ok = checks[candidate][f"{rule} ({basis})"]
