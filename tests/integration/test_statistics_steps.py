@@ -48,6 +48,7 @@ class ScriptedRule:
         self.weight_bounds = (1e-6, 1e6)
         self.gradient_band = None
         self.unknowns = "observations_first"
+        self.ramp_steps = 0
         self.solver = None
         #: the entry counts of the refreshes whose cost was judged
         self.costed = []

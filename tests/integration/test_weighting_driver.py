@@ -20,6 +20,7 @@ class ScriptedWeighting(KernelWeighting):
     def __init__(self, traces=(), **options):
         options = {"safeguard": None, "weight_bounds": (1e-6, 1e6),
                    "gradient_band": None, "unknowns": "excluded",
+                   "ramp_steps": 0,
                    **options}  # fmt: skip
         super().__init__(**options)
         self.traces, self.scales = list(traces), []
