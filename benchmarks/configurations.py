@@ -177,7 +177,9 @@ def build_solver(task, key, safeguard="default", spec="row"):
     :param spec: ``(kind, options)`` as in :data:`CONFIGS`, or ``"row"``:
         row ``key``'s."""
     lightning.seed_everything(task["seed"], verbose=False)
-    problem = PROBLEMS[task.get("problem", "acoustic_wave")]()
+    problem = harness.own_problem(
+        PROBLEMS[task.get("problem", "acoustic_wave")]
+    )
     for domain, count in zip(DOMAINS, task["points"]):
         if domain in problem.conditions:
             problem.discretise_domain(count, "random", domains=[domain])

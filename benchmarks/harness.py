@@ -4,6 +4,7 @@ block between :data:`BEGIN` and :data:`END`, rendered from the results
 alone, in text by people), markdown tables and flags."""
 
 import argparse
+import copy
 import functools
 import gc
 import itertools
@@ -108,6 +109,31 @@ def applied_weights(solver):
     """:return: ``{condition: weight}`` of a solver's last weighted step."""
     saved = getattr(solver.weighting, "last_saved_weights", None) or dict
     return {str(c): float(w) for c, w in saved().items()}
+
+
+def own_problem(problem_class, *args, **kwargs):
+    """An instance of ``problem_class`` whose conditions are its own.
+
+    PINA's zoo problems (and any problem declaring ``conditions`` in its
+    class body) keep them in one dict shared by every instance. Several
+    zoo problems' ``__init__`` write conditions there (Burgers' interior,
+    diffusion-reaction's of its ``alpha``), ``SupervisedProblem`` its data,
+    and a ``Trainer`` conditions holding its points, which the next
+    instance sees (the RBA and self-adaptive solvers size their per-point
+    weights from them when built). Here the instance gets a copy of the declared
+    conditions before PINA's ``__init__`` runs, so that everything PINA
+    writes goes to this instance only. The tests' ``conftest.py`` fails a
+    test that changes a class's declared conditions.
+    """
+    problem = problem_class.__new__(problem_class)
+    problem.conditions = {
+        name: copy.copy(condition)
+        for name, condition in problem_class.conditions.items()
+    }
+    if isinstance(getattr(problem_class, "domains", None), dict):
+        problem.domains = dict(problem_class.domains)
+    problem.__init__(*args, **kwargs)
+    return problem
 
 
 def run_worker(task, workdir):

@@ -4,11 +4,11 @@ with the points drawn as PINA's tutorials draw them, the network
 feature or PINA's Fourier embedding), the optimiser, the epochs and the
 Trainer's split of the points. ``introductory.py`` runs them."""
 
-import copy
 import functools
 
 import torch
 
+import harness
 import suite_intro_problems
 
 
@@ -110,9 +110,7 @@ def _tutorial_ode():
 def _tutorial_poisson():
     from pina.problem.zoo import Poisson2DSquareProblem
 
-    problem = Poisson2DSquareProblem()
-    # the zoo problem's conditions live on its class: a copy of its own
-    problem.conditions = copy.deepcopy(Poisson2DSquareProblem.conditions)
+    problem = harness.own_problem(Poisson2DSquareProblem)
     problem.discretise_domain(30, "grid", domains=["D"])
     problem.discretise_domain(100, "grid", domains=["boundary"])
     return problem

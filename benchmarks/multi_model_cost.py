@@ -21,7 +21,6 @@ unweighted one, divided by that ratio on the single-model solver
     python benchmarks/multi_model_cost.py --from-json docs/multi-model-cost.json
 """
 
-import copy
 import statistics
 
 import torch
@@ -67,10 +66,7 @@ def adam():
 def build(row):
     """The solver of a row, ``"solver/weighting"``, on a fresh problem."""
     solver, name = row.split("/")
-    problem = Poisson2DSquareProblem()
-    # conditions of its own: PINA's zoo problems keep them on the class, and
-    # a Trainer stores the points in them
-    problem.conditions = copy.deepcopy(type(problem).conditions)
+    problem = harness.own_problem(Poisson2DSquareProblem)
     for domain, count in POINTS.items():
         problem.discretise_domain(count, "random", domains=[domain])
     weighting = SketchNTKWeighting() if name == "default" else None

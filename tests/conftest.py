@@ -10,6 +10,9 @@ import warnings
 import pytest
 import torch
 
+# every test fails that changes the conditions a problem class declares
+pytest_plugins = ["problem_isolation"]
+
 logging.getLogger("lightning.pytorch").setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=".*val_dataloader.*")
 warnings.filterwarnings("ignore", message=".*does not have many workers.*")
@@ -30,3 +33,4 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+

@@ -9,6 +9,7 @@ Imported as ``from helpers import ...``: ``tests/`` is on ``sys.path``
 import copy
 import math
 import os
+import sys
 
 import lightning
 from lightning.pytorch.loggers import Logger
@@ -37,6 +38,10 @@ from pina.solver import (
 
 from pina_ntk import NTKCallback
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+# the benchmarks and the tests build PINA problems alike
+from harness import own_problem  # noqa: E402
+
 
 def mlp(n_in, n_out, width=16, layers=2):
     """A tanh feed-forward network in the default dtype."""
@@ -45,32 +50,21 @@ def mlp(n_in, n_out, width=16, layers=2):
     )
 
 
-#: The conditions of PINA's zoo Poisson problem as its class defines them.
-#: The class keeps them, and a Trainer turns them into conditions holding
-#: its points, which later instances share: the RBA and self-adaptive
-#: solvers size their per-point weights from them when built.
-PRISTINE_POISSON_CONDITIONS = copy.deepcopy(Poisson2DSquareProblem.conditions)
-
-
-def make_problem(kind, n=12, seed=0, own_conditions=False):
-    """A discretised zoo problem: ``poisson``, ``wave`` or ``supervised``;
-    ``own_conditions``: the Poisson problem with pristine conditions of its
-    own (:data:`PRISTINE_POISSON_CONDITIONS`), for solvers that count the
-    points per condition when built."""
+def make_problem(kind, n=12, seed=0):
+    """A discretised zoo problem with conditions of its own
+    (``harness.own_problem``): ``poisson``, ``wave`` or ``supervised``."""
     # PINA's samplers draw from torch, NumPy and Python's random module.
     lightning.seed_everything(seed, verbose=False)
     if kind == "poisson":
-        problem = Poisson2DSquareProblem()
-        if own_conditions:
-            problem.conditions = copy.deepcopy(PRISTINE_POISSON_CONDITIONS)
+        problem = own_problem(Poisson2DSquareProblem)
         problem.discretise_domain(n, "random")
     elif kind == "wave":
-        problem = AcousticWaveProblem()
+        problem = own_problem(AcousticWaveProblem)
         problem.discretise_domain(n, "random")
     elif kind == "supervised":
         x = LabelTensor(torch.rand(n, 2), ["x", "y"])
         y = LabelTensor(torch.sin(3 * x.tensor).sum(1, keepdim=True), ["u"])
-        problem = SupervisedProblem(x, y, ["x", "y"], ["u"])
+        problem = own_problem(SupervisedProblem, x, y, ["x", "y"], ["u"])
     else:
         raise ValueError(kind)
     return problem
@@ -177,7 +171,7 @@ def multi_model_solver(kind, weighting, members=2, width=16, n=10, eps=0.5):
         return SupervisedEnsembleSolver(
             make_problem("supervised", n=n), models, weighting=weighting
         )
-    problem = make_problem("poisson", n=n, own_conditions=True)
+    problem = make_problem("poisson", n=n)
     if kind == "physics-informed ensemble":
         models = [mlp(2, 1, width=width) for _ in range(members)]
         return PhysicsInformedEnsembleSolver(

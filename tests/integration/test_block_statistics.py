@@ -26,7 +26,13 @@ from pina_ntk.integration.block_statistics import (
 from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.paper.problems import WaveProblem
 
-from helpers import make_problem, make_solver, make_trainer, ntk_callback
+from helpers import (
+    make_problem,
+    make_solver,
+    make_trainer,
+    ntk_callback,
+    own_problem,
+)
 from reference import jacobian_blocks
 
 
@@ -53,7 +59,7 @@ from reference import jacobian_blocks
     ],
 )
 def test_condition_roles_come_from_the_domains(problem, roles):
-    problem = problem()
+    problem = own_problem(problem)
     assert {n: condition_role(problem, n) for n in roles} == roles
     assert set(roles) == set(problem.conditions)
 
@@ -94,8 +100,8 @@ def test_data_and_other_domains_are_neither_boundary_nor_initial():
 
 def test_the_band_applies_to_stationary_problems_only():
     assert not is_stationary(WaveProblem())
-    assert not is_stationary(DiffusionReactionProblem())
-    assert is_stationary(HelmholtzProblem())
+    assert not is_stationary(own_problem(DiffusionReactionProblem))
+    assert is_stationary(own_problem(HelmholtzProblem))
     assert is_stationary(ShapesProblem())
     assert is_stationary(None)
     # the weighting reads it at set_conditions
@@ -103,13 +109,13 @@ def test_the_band_applies_to_stationary_problems_only():
     assert weighting.band_applies()
     weighting.set_conditions(["pde"], WaveProblem())
     assert not weighting.band_applies()
-    weighting.set_conditions(["D", "boundary"], HelmholtzProblem())
+    weighting.set_conditions(["D", "boundary"], own_problem(HelmholtzProblem))
     assert weighting.band_applies()
     assert not SketchNTKWeighting().band_applies()  # off by default
 
 
 def test_rayleigh_blocks_of_each_option():
-    problem = DiffusionReactionProblem()
+    problem = own_problem(DiffusionReactionProblem)
     names = ["D", "t0", "boundary"]
     assert rayleigh_blocks("trace", names, problem) == (False,) * 3
     assert rayleigh_blocks("rayleigh", names, problem) == (True,) * 3

@@ -20,7 +20,7 @@ from pina.solver import PhysicsInformedSingleModelSolver
 from pina_ntk import NTKWeighting, ntk_traces
 from pina_ntk.integration import ntk_weighting
 
-from helpers import make_solver, make_trainer, mlp, ntk_callback
+from helpers import make_solver, make_trainer, mlp, ntk_callback, own_problem
 from reference import block_traces, jacobian_blocks
 
 #: Points per chunk in these tests: the problems' conditions hold 9-16
@@ -76,7 +76,7 @@ def _solver(kind, model=None, n=12):
         problem.discretise_domain(n, "random", domains=["D"])
         problem.discretise_domain(1, "grid", domains=["end"])
     else:  # inverse: the unknowns mu1, mu2 enter the interior residual
-        problem = InversePoisson2DSquareProblem(load=False)
+        problem = own_problem(InversePoisson2DSquareProblem, load=False)
         problem.discretise_domain(n, "random")
     n_in, n_out = len(problem.input_variables), len(problem.output_variables)
     solver = PhysicsInformedSingleModelSolver(

@@ -37,6 +37,7 @@ from helpers import (
     make_solver,
     make_trainer,
     multi_model_solver,
+    own_problem,
 )
 
 BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
@@ -248,7 +249,7 @@ class Reaction(SpatialProblem, TimeDependentProblem):
 
 def causal_reaction(weighting, points=None):
     lightning.seed_everything(0, verbose=False)
-    problem = Reaction()
+    problem = own_problem(Reaction)
     points = points or {"D": 1000, "t0": 200, "left": 50, "right": 50}
     for name, n in points.items():
         problem.discretise_domain(n, "random", domains=[name])
@@ -348,7 +349,7 @@ def test_the_tutorials_first_run_of_the_default_warns_of_nothing():
     # pulled its average below zero; the proposals were rejected with a
     # warning on a user's first run. Now the edge is sketched on its own.
     lightning.seed_everything(0, verbose=False)
-    problem = Membrane()
+    problem = own_problem(Membrane)
     for domain, n in {"interior": 300, "clamped": 60, "free": 20}.items():
         problem.discretise_domain(n, "random", domains=[domain])
     model = FeedForward(2, 1, inner_size=64, n_layers=2, func=torch.nn.Tanh)

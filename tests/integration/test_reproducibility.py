@@ -19,7 +19,7 @@ from pina.solver import PhysicsInformedSingleModelSolver
 
 from pina_ntk import SketchNTKWeighting
 
-from helpers import WeightHistory, make_solver, make_trainer
+from helpers import WeightHistory, make_solver, make_trainer, own_problem
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -44,7 +44,7 @@ def union_domain_run():
     training of PINA's Burgers problem (its boundary a union of two
     segments), seeded with ``lightning.seed_everything``."""
     lightning.seed_everything(0, verbose=False)
-    problem = BurgersProblem()
+    problem = own_problem(BurgersProblem)
     problem.discretise_domain(50, "random")
     model = FeedForward(2, 1, inner_size=16, n_layers=2, func=torch.nn.Tanh)
     weighting = SketchNTKWeighting(warmup_samples=4)
@@ -88,7 +88,12 @@ def test_runs_seeded_with_seed_everything_agree_across_processes():
 def boundary_points(python_seed):
     torch.manual_seed(0)
     random.seed(python_seed)
-    return BurgersProblem().domains["boundary"].sample(10, "random").tensor
+    return (
+        own_problem(BurgersProblem)
+        .domains["boundary"]
+        .sample(10, "random")
+        .tensor
+    )
 
 
 def test_pina_domain_unions_draw_from_pythons_random_module():

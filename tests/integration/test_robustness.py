@@ -28,6 +28,7 @@ from helpers import (
     make_trainer,
     mlp,
     ntk_callback,
+    own_problem,
 )
 from reference import (
     block_traces,
@@ -129,7 +130,7 @@ class PoisonAt(lightning.Callback):
 
 def test_nan_residuals_do_not_corrupt_weights_and_training_continues():
     lightning.seed_everything(0, verbose=False)
-    problem = Line()
+    problem = own_problem(Line)
     problem.discretise_domain(8, "grid", domains="D")
     problem.discretise_domain(1, "grid", domains="left")  # a single point
     solver = PhysicsInformedSingleModelSolver(
@@ -260,7 +261,7 @@ class OnlyInterior(SpatialProblem):
 @pytest.mark.parametrize("name", ["exact", *SKETCHES])
 def test_single_condition_has_weight_one(name):
     lightning.seed_everything(0, verbose=False)
-    problem = OnlyInterior()
+    problem = own_problem(OnlyInterior)
     problem.discretise_domain(6, "grid")
     weighting = NTKWeighting() if name == "exact" else SKETCHES[name]()
     solver = PhysicsInformedSingleModelSolver(
@@ -273,7 +274,7 @@ def test_single_condition_has_weight_one(name):
 
 def test_single_point_condition_matches_exact_traces():
     lightning.seed_everything(0, verbose=False)
-    problem = Line()
+    problem = own_problem(Line)
     problem.discretise_domain(8, "grid", domains="D")
     problem.discretise_domain(1, "grid", domains="left")
     solver = PhysicsInformedSingleModelSolver(

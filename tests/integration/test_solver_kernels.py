@@ -95,7 +95,7 @@ def test_rba_solver_kernel_is_its_attention_weighted_residual(
     # residual, takes its own rows of the attention weights
     lightning.seed_everything(0, verbose=False)
     # its attention buffers are sized from the conditions when it is built
-    problem = make_problem("poisson", n=8, own_conditions=True)
+    problem = make_problem("poisson", n=8)
     solver = RBAPhysicsInformedSingleModelSolver(
         problem,
         mlp(2, 1, width=6),
