@@ -122,13 +122,18 @@ def own_problem(problem_class, *args, **kwargs):
     instance sees (the RBA and self-adaptive solvers size their per-point
     weights from them when built). Here the instance gets a copy of the declared
     conditions before PINA's ``__init__`` runs, so that everything PINA
-    writes goes to this instance only. The tests' ``conftest.py`` fails a
-    test that changes a class's declared conditions.
+    writes goes to this instance only; a problem that builds its conditions
+    per instance (pina-ntk's own, a ``conditions`` property) is built as it
+    is. The tests' ``conftest.py`` fails a test that changes a class's
+    declared conditions.
     """
+    declared = getattr(problem_class, "conditions", None)
+    if not isinstance(declared, dict):  # built per instance already
+        return problem_class(*args, **kwargs)
     problem = problem_class.__new__(problem_class)
     problem.conditions = {
         name: copy.copy(condition)
-        for name, condition in problem_class.conditions.items()
+        for name, condition in declared.items()
     }
     if isinstance(getattr(problem_class, "domains", None), dict):
         problem.domains = dict(problem_class.domains)

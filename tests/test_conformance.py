@@ -9,6 +9,9 @@ not here: they take minutes.
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -110,6 +113,24 @@ def test_every_listed_failure_has_a_cause_and_is_a_vendored_test():
         path = test.split("::")[0]
         assert path.startswith(run.SUITES), test
         assert (run.PINA_TESTS.parent / path).is_file(), test
+
+
+@pytest.mark.slow
+def test_the_guide_counts_the_vendored_tests_and_known_failures(tmp_path):
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider"]
+        + list(run.SUITES),
+        cwd=run.PINA_TESTS.parent,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
+    count = sum("::" in line for line in collected.stdout.splitlines())
+    guide = (CONFORMANCE.parent / "docs" / "guide.md").read_text()
+    assert f"callback tests ({count} at PINA 0.3.2)" in guide
+    assert f"{len(run.load_known())} of PINA's tests fail without" in guide
+    readme = (CONFORMANCE / "README.md").read_text()
+    assert f"callback tests ({count} at PINA 0.3.2)" in readme
 
 
 #: A stand-in for PINA's tests: real PINA solvers, one test per behaviour the
