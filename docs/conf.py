@@ -32,6 +32,9 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    # MathJax bundled into _static/mathjax: formulas render offline
+    # (tests/test_docs.py checks the built pages load no remote script)
+    "sphinx-mathjax-offline",
     # myst_nb loads myst_parser: the markdown pages and the notebooks
     "myst_nb",
     "notebook_link",

@@ -50,7 +50,7 @@ _EXPORTS = {
 }
 
 __all__ = list(_EXPORTS)
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name):

@@ -10,6 +10,8 @@ their notebooks.
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -162,3 +164,99 @@ def test_every_works_with_row_names_a_test_that_exists():
                     assert (
                         f"def {function}(" in handle.read()
                     ), f"{row}: {name}::{function}"
+
+
+# ----------------------------------------------------- mathematics offline
+#: The script every page loads MathJax from: the bundled copy.
+MATHJAX = "_static/mathjax/tex-chtml.js"
+#: A Chromium that opens pages headless (Debian's ``chromium`` package).
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def remote_scripts(html):
+    """The ``src`` of every script a page loads from another host."""
+    sources = re.findall(r"<script[^>]*\ssrc=\"([^\"]+)\"", html)
+    return [s for s in sources if re.match(r"(https?:)?//", s)]
+
+
+def test_every_page_loads_its_scripts_from_the_site(site):
+    pages = sorted(site.rglob("*.html"))
+    assert len(pages) > 20
+    for page in pages:
+        html = page.read_text(encoding="utf-8")
+        assert remote_scripts(html) == [], page.relative_to(site)
+    # the math pages load the bundled MathJax, which is there with its fonts
+    estimators = read_page(site, "estimators.html")
+    assert f'src="{MATHJAX}"' in estimators
+    bundle = site / MATHJAX
+    assert bundle.is_file() and bundle.stat().st_size > 100_000
+    assert (site / "_static/mathjax/output/chtml/fonts/woff-v2").is_dir()
+
+
+def test_a_page_loading_mathjax_from_a_cdn_is_caught():
+    cdn = '<script src="https://cdn.jsdelivr.net/npm/mathjax@3/tex-chtml.js">'
+    assert remote_scripts(cdn + '<script src="_static/doctools.js">') == [
+        "https://cdn.jsdelivr.net/npm/mathjax@3/tex-chtml.js"
+    ]
+
+
+def rendered_formulas(page):
+    """Formulas MathJax rendered on ``page`` in headless Chromium with every
+    host name unresolvable and an unreachable proxy: no network."""
+    result = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            "--proxy-server=127.0.0.1:9",
+            "--virtual-time-budget=20000",
+            "--dump-dom",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return result.stdout.count("<mjx-container")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="no Chromium: apt-get install chromium (docs/testing.md)",
+)
+def test_the_estimators_page_shows_its_formulas_with_the_network_off(site):
+    page = site / "estimators.html"
+    html = page.read_text(encoding="utf-8")
+    formulas = html.count('class="math notranslate nohighlight"')
+    assert formulas > 50
+    # every formula a reader sees is typeset: none left as raw \( ... \)
+    assert rendered_formulas(page) == formulas
+    # the same page loading MathJax from its CDN shows none offline
+    cdn = page.with_name("estimators-cdn.html")
+    cdn.write_text(
+        html.replace(
+            f'src="{MATHJAX}"',
+            'src="https://cdn.jsdelivr.net/npm/mathjax@3/es5/tex-chtml.js"',
+        ),
+        encoding="utf-8",
+    )
+    assert rendered_formulas(cdn) == 0
+
+
+def test_no_page_holds_a_control_character():
+    # a LaTeX command written through a Python string loses its backslash:
+    # "\top" becomes a tab and "op", "\nabla" a line break and "abla"
+    pages = [
+        os.path.join(ROOT, "README.md"),
+        os.path.join(ROOT, "CHANGELOG.md"),
+    ]
+    for folder, _, files in os.walk(DOCS):
+        pages += [os.path.join(folder, f) for f in files if f.endswith(".md")]
+    for path in pages:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert not re.search(r"[\x00-\x09\x0b-\x1f]", text), path
+        assert not re.search(r"^(abla|op|rac|eta)\b", text, re.M), path

@@ -9,9 +9,13 @@
 * :mod:`~pina_ntk.integration.block_statistics`: the kernel statistic of
   each condition (the ``statistic`` option);
 * :mod:`~pina_ntk.integration.kernel_statistics`: the weighting's driver,
-  the statistics of a run (warm start, buffers, probe scales, safeguard,
-  distributed sums), one state object;
-* :mod:`~pina_ntk.integration.reports`: its counters and one-time warnings;
+  the statistics of a run as one state object, with its parts:
+  :mod:`~pina_ntk.integration.step_schedule` (what each step does and
+  when), :mod:`~pina_ntk.integration.trace_estimates` (the moving
+  averages, restarts and isolated blocks),
+  :mod:`~pina_ntk.integration.weight_proposals` (the weights and the
+  safeguard's review) and :mod:`~pina_ntk.integration.reports` (counters
+  and one-time warnings);
 * :mod:`~pina_ntk.integration.callback`: the Lightning hooks that feed and
   checkpoint it;
 * :mod:`~pina_ntk.integration.recording`: a solver's residual blocks as a

@@ -220,3 +220,84 @@ def test_the_callback_stays_a_thin_layer_over_its_statistics():
         if isinstance(node, ast.ClassDef) and node.name == "NTKCallback"
     ]
     assert callback.end_lineno - callback.lineno + 1 <= 150
+
+
+# ------------------------------------------------------------------ sizes
+#: The most lines of code (docstrings not counted) of a module and of a
+#: class, unless docs/architecture.md names it with its size and says why.
+MODULE_LINES, CLASS_LINES = 450, 250
+
+
+def code_lines(tree):
+    """``{name: lines}`` of a module (``""``) and its classes, counting
+    every line of each but those of docstrings."""
+    docstrings = set()
+    for node in ast.walk(tree):
+        if (
+            isinstance(
+                node,
+                (
+                    ast.Module,
+                    ast.ClassDef,
+                    ast.FunctionDef,
+                    ast.AsyncFunctionDef,
+                ),
+            )
+            and ast.get_docstring(node, clean=False) is not None
+        ):
+            first = node.body[0]
+            docstrings.update(range(first.lineno, first.end_lineno + 1))
+    total = max(getattr(n, "end_lineno", 0) or 0 for n in ast.walk(tree))
+    sizes = {"": total - len([d for d in docstrings if d <= total])}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            span = set(range(node.lineno, node.end_lineno + 1))
+            sizes[node.name] = len(span - docstrings)
+    return sizes
+
+
+def oversized(package=PACKAGE):
+    """``(module, class or "", lines)`` over :data:`MODULE_LINES` or
+    :data:`CLASS_LINES`."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        for name, lines in code_lines(ast.parse(path.read_text())).items():
+            limit = CLASS_LINES if name else MODULE_LINES
+            if lines > limit:
+                found.append(
+                    (path.relative_to(package).as_posix(), name, lines)
+                )
+    return found
+
+
+def test_no_module_or_class_is_larger_than_the_architecture_page_allows():
+    page = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    for module, name, lines in oversized():
+        named = f"`{module}`" if not name else f"`{name}`"
+        assert f"{named} ({lines} lines" in page, (
+            f"{module} {name or '(module)'}: {lines} lines of code, above "
+            f"{CLASS_LINES if name else MODULE_LINES}; split it, or name it "
+            "with its size and the reason on docs/architecture.md"
+        )
+
+
+def test_the_size_count_leaves_out_docstrings_only():
+    source = (
+        '"""Module\n\ndocstring."""\n\n\nclass A:\n    """Doc\n    string."""\n'
+        "\n    # a comment counts\n    def f(self):\n"
+        '        """One line."""\n        return 1\n'
+    )
+    sizes = code_lines(ast.parse(source))
+    # 13 lines; docstrings on lines 1-3, 7-8 and 12
+    assert sizes == {"": 7, "A": 5}
+
+
+def test_a_class_or_module_over_the_limits_is_found(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(CLASS_LINES))
+    (tmp_path / "big.py").write_text("class Big:\n" + body)
+    (tmp_path / "small.py").write_text("class Small:\n" + body[:-12])
+    (tmp_path / "long.py").write_text("x = 1\n" * (MODULE_LINES + 1))
+    assert oversized(tmp_path) == [
+        ("big.py", "Big", CLASS_LINES + 1),
+        ("long.py", "", MODULE_LINES + 1),
+    ]

@@ -359,16 +359,16 @@ class TappedSteps(lightning.Callback):
 def test_the_band_taps_refresh_steps_only(monkeypatch):
     # every step but a refresh does the same work with or without the band,
     # which the step-time benchmark's band target relies on
-    from pina_ntk.integration import kernel_statistics
+    from pina_ntk.integration import step_schedule
 
     built = []
 
-    class Tap(kernel_statistics.ConditionGradientTap):
+    class Tap(step_schedule.ConditionGradientTap):
         def __init__(self, *args):
             super().__init__(*args)
             built.append(self)
 
-    monkeypatch.setattr(kernel_statistics, "ConditionGradientTap", Tap)
+    monkeypatch.setattr(step_schedule, "ConditionGradientTap", Tap)
     weighting = SketchNTKWeighting(
         gradient_band=4.0, sample_every_n_steps=3, warmup_samples=2, seed=0
     )
