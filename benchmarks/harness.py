@@ -132,8 +132,7 @@ def own_problem(problem_class, *args, **kwargs):
         return problem_class(*args, **kwargs)
     problem = problem_class.__new__(problem_class)
     problem.conditions = {
-        name: copy.copy(condition)
-        for name, condition in declared.items()
+        name: copy.copy(condition) for name, condition in declared.items()
     }
     if isinstance(getattr(problem_class, "domains", None), dict):
         problem.domains = dict(problem_class.domains)
