@@ -132,8 +132,7 @@ def own_problem(problem_class, *args, **kwargs):
         return problem_class(*args, **kwargs)
     problem = problem_class.__new__(problem_class)
     problem.conditions = {
-        name: copy.copy(condition)
-        for name, condition in declared.items()
+        name: copy.copy(condition) for name, condition in declared.items()
     }
     if isinstance(getattr(problem_class, "domains", None), dict):
         problem.domains = dict(problem_class.domains)
@@ -142,8 +141,8 @@ def own_problem(problem_class, *args, **kwargs):
 
 
 def run_worker(task, workdir):
-    """Run a task's ``jobs`` (``"module:function"`` of scripts here) in
-    order in a fresh process of ``task["threads"]`` threads.
+    """Run a task's ``jobs`` (``"benchmarks.<study>.<module>:<function>"``)
+    in order in a fresh process of ``task["threads"]`` threads.
 
     :return: ``{"results": {job: result}, "threads": torch threads}``.
     :raises RuntimeError: If the worker fails (with its output)."""
@@ -503,8 +502,8 @@ def main(argv=None):
     # Lightning's data-loader advice is moot for one in-memory batch a step.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     torch.set_num_threads(task["threads"])
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
+    if ROOT not in sys.path:  # the jobs' package, run as a file
+        sys.path.insert(0, ROOT)
     results = {job: pkgutil.resolve_name(job)(task) for job in task["jobs"]}
     envelope = {"results": results, "threads": torch.get_num_threads()}
     write_json(args.result, envelope)

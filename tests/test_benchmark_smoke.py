@@ -1,8 +1,7 @@
 """Smoke tests of the benchmark scripts in quick mode.
 
-``benchmarks/overhead.py --quick`` (the full report) and each study on its
-own (``step_time.py``, ``peak_memory.py``) run end
-to end and write every row with finite, positive measurements;
+``benchmarks/cost/overhead.py --quick`` (the full report) and each study
+on its own (``step_time.py``, ``peak_memory.py``) run end to end and write every row with finite, positive measurements;
 ``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
 problem and weighting of its run, each with a finite error or its failure;
 ``spaced_samples.py`` runs a tiny study; ``bookkeeping.py --quick`` times
@@ -31,21 +30,20 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(ROOT, "benchmarks")
-sys.path.insert(0, BENCHMARKS)
+sys.path.insert(0, ROOT)
 
-import bookkeeping  # noqa: E402
-import configurations  # noqa: E402
 import helpers  # noqa: E402
-import harness  # noqa: E402
-import lbfgs  # noqa: E402
-import overhead  # noqa: E402
-import peak_memory  # noqa: E402
-import probe_variance  # noqa: E402
-import spaced_samples  # noqa: E402
-import step_time  # noqa: E402
-import suite_protocol  # noqa: E402
-import weightings  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.cost import configurations  # noqa: E402
+from benchmarks.cost import overhead  # noqa: E402
+from benchmarks.cost import peak_memory  # noqa: E402
+from benchmarks.cost import step_time  # noqa: E402
+from benchmarks.estimators import probe_variance  # noqa: E402
+from benchmarks.estimators import spaced_samples  # noqa: E402
+from benchmarks.lbfgs import lbfgs, lbfgs_page  # noqa: E402
+from benchmarks.scaling import bookkeeping  # noqa: E402
+from benchmarks.suite import suite_protocol  # noqa: E402
+from benchmarks.suite import weightings, weightings_page  # noqa: E402
 
 METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
 #: Row labels of the time-and-memory table, per network.
@@ -133,7 +131,7 @@ def run_script(module, tmp_path_factory, *flags):
     code, printed = run_main(module, "--quick", *flags, "--output", output)
     assert code == 0
     document = output.read_text(encoding="utf-8")
-    block = harness.page_block(str(output), f"{module.__name__}.py")
+    block = harness.page_block(str(output), module.SCRIPT)
     # the block printed to stdout is the page's
     assert block and block.strip() in printed
     again = folder / "again.md"
@@ -213,7 +211,7 @@ def test_targets_table_checks_the_network(quick_report):
 
 
 def test_report_states_command_machine_and_method(quick_report):
-    command = "python benchmarks/overhead.py --quick --widths 20 --output"
+    command = "python benchmarks/cost/overhead.py --quick --widths 20 --output"
     assert command in quick_report
     assert re.search(r"\d+ logical CPUs", quick_report)
     assert re.search(r"torch 2\.\d+", quick_report)
@@ -247,7 +245,7 @@ ALONE = ("exact_every_step", "predictor_forward", "reference_predictor")
 def test_step_time_alone(tmp_path_factory):
     flags = "--widths", "20", "--rows", *ALONE
     report = run_script(step_time, tmp_path_factory, *flags)
-    assert "python benchmarks/step_time.py --quick --widths 20" in report
+    assert "python benchmarks/cost/step_time.py --quick --widths 20" in report
     rows = table_rows(report, "| network | weighting |")
     labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
     check_weighting_rows(rows, QUICK_NETWORKS, memory=False, labels=labels)
@@ -340,7 +338,7 @@ def test_band_rows_are_held_to_their_amortised_targets_alone():
 def test_peak_memory_alone(tmp_path_factory, quick_report):
     flags = "--widths", "20", "--rows", *ALONE
     report = run_script(peak_memory, tmp_path_factory, *flags)
-    assert "python benchmarks/peak_memory.py --quick --widths 20" in report
+    assert "python benchmarks/cost/peak_memory.py --quick --widths 20" in report
     assert "profile_memory=True" in report or "cuda" in report
     rows = table_rows(report, "| network | weighting |")
     labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
@@ -436,8 +434,10 @@ def test_weightings_quick(tmp_path, monkeypatch):
     (tmp_path,) = (tmp_path / "temporary").glob("pina-ntk-quick-*")
     data = harness.read_json(tmp_path / "weightings.json")
     page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
-    assert harness.page_block(str(tmp_path / "weightings.md"), "weightings.py")
-    assert weightings.render(data) in page
+    assert harness.page_block(
+        str(tmp_path / "weightings.md"), "suite/weightings.py"
+    )
+    assert weightings_page.render(data) in page
     problems, weightings_run = data["problems"], data["weightings"]
     assert len(problems) >= 2 and "wave" in problems
     # every weighting but "default", which repeats a sketch by name, and
@@ -488,7 +488,7 @@ def test_weightings_quick(tmp_path, monkeypatch):
     assert smoothed["update_every_n_steps"] == 25
     assert smoothed["alpha"] == pytest.approx(1e-3)
     assert "`NTKWeighting(update_every_n_steps=25, alpha=0.001)`" in page
-    assert "python benchmarks/weightings.py --quick" in page
+    assert "python benchmarks/suite/weightings.py --quick" in page
     assert re.search(r"\d+ logical CPUs", page)
     for problem in problems:
         figure = tmp_path / "figures" / "weightings" / f"{problem}.png"
@@ -592,7 +592,7 @@ def test_suite_confirmation_half_quick(tmp_path):
     committed split's confirmation half trains, with the network and the
     point regime the split gives it, and the protocol summarises the runs
     paired by seed (here each run against itself: ratio 1)."""
-    import suite_protocol
+    from benchmarks.suite import suite_protocol
 
     arguments = "--quick", "--half", "confirmation", "--weightings", "none"
     code, _ = run_main(
@@ -642,10 +642,10 @@ def test_lbfgs_quick(tmp_path):
     assert set(rows) == set(lbfgs.ROWS)
     assert all(p["status"] == "ok" for p in document["prices"])
     page = (tmp_path / "lbfgs.md").read_text(encoding="utf-8")
-    assert harness.page_block(str(tmp_path / "lbfgs.md"), "lbfgs.py") == (
-        lbfgs.render(document)
+    assert harness.page_block(str(tmp_path / "lbfgs.md"), "lbfgs/lbfgs.py") == (
+        lbfgs_page.render(document)
     )
-    assert "python benchmarks/lbfgs.py --quick" in page
+    assert "python benchmarks/lbfgs/lbfgs.py --quick" in page
     assert "GPU: none (CPU only)" in page
     again = tmp_path / "again"
     code, _ = run_main(
@@ -684,7 +684,7 @@ def test_causal_runs_train_pinas_causal_solver_and_count_rejections(tmp_path):
 
 
 def test_rejection_cells_count_estimates_and_name_isolated_blocks():
-    from weightings_page import rejection_cell
+    from benchmarks.suite.weightings_page import rejection_cell
 
     counts = dict(non_finite=1, negative=0, all_zero=2, safeguard=5)
     runs = [

@@ -18,15 +18,15 @@ from lightning.pytorch.callbacks import Callback
 from pina.model import FeedForward
 from pina.problem.zoo import AcousticWaveProblem, Poisson2DSquareProblem
 from pina.solver import PhysicsInformedSingleModelSolver as Solver
-
-import harness
-from wave_study_page import render
 from pina_ntk import NTKCallback
 from pina_ntk.core.estimators import predictor_direction, sample_probe
 from pina_ntk.integration.pina_adapter import trainable_parameters
 from pina_ntk.integration.recording import ResidualRecorder, batch_calls
 from pina_ntk.paper.experiments.settings import make_weighting
 from pina_ntk.paper.experiments.training import make_trainer
+
+from benchmarks import harness
+from benchmarks.cost.wave_study_page import render
 
 #: Condition order of the ``--points`` flag.
 DOMAINS = ("D", "t0", "boundary")
@@ -158,12 +158,15 @@ SETTING_NAMES = tuple(name for name, _, _ in SETTING_FLAGS)
 COUNTS = [name for name, _, o in SETTING_FLAGS if o.get("type") is not str]
 #: Page titles, by script.
 TITLES = {
-    "overhead.py": "cost of NTK loss weights in PINA",
-    "step_time.py": "time per training step of NTK loss weights in PINA",
-    "peak_memory.py": "peak extra memory of NTK loss weights in PINA",
+    "cost/overhead.py": "cost of NTK loss weights in PINA",
+    "cost/step_time.py": "time per training step of NTK loss weights in PINA",
+    "cost/peak_memory.py": "peak extra memory of NTK loss weights in PINA",
 }
 #: The studies' worker jobs (their modules: ``settings_line``, ``numbers``).
-STUDIES = dict(time="step_time:run_timing", memory="peak_memory:run_memory")
+STUDIES = dict(
+    time="benchmarks.cost.step_time:run_timing",
+    memory="benchmarks.cost.peak_memory:run_memory",
+)
 #: Each study's raw results key.
 STUDY_RAW = dict(time="timing", memory="memory")
 

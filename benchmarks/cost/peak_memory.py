@@ -3,11 +3,17 @@ unweighted training, in a fresh worker per network; its target. Method:
 ``docs/benchmark-method.md``."""
 
 import math
+import sys
+from pathlib import Path
 
-import configurations
-import harness
-from configurations import config_label, train_row
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
+from benchmarks import harness
+from benchmarks.cost import configurations
+from benchmarks.cost.configurations import config_label, train_row
+
+SCRIPT = "cost/peak_memory.py"
 #: The settings this study takes as flags.
 SETTINGS = ("threads", "widths", "depth", "points", "period", "memory_steps")
 SETTINGS += ("seed", "rows")
@@ -61,7 +67,7 @@ def settings_line(settings):
     )
 
 
-main = configurations.study_main("peak_memory.py", SETTINGS, ("memory",))
+main = configurations.study_main(SCRIPT, SETTINGS, ("memory",))
 
 if __name__ == "__main__":
     raise SystemExit(main())

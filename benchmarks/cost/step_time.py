@@ -2,15 +2,22 @@
 unweighted step, in interleaved rounds of fresh workers; its targets.
 Method: ``docs/benchmark-method.md``.
 
-    python benchmarks/step_time.py --quick"""
+    python benchmarks/cost/step_time.py --quick"""
 
 import functools
 import statistics
+import sys
+from pathlib import Path
 
-import configurations
-import harness
-from configurations import CONFIG_KEYS, SAMPLE_PERIODS, config_label, train_row
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
+from benchmarks import harness
+from benchmarks.cost import configurations
+from benchmarks.cost.configurations import CONFIG_KEYS, SAMPLE_PERIODS
+from benchmarks.cost.configurations import config_label, train_row
+
+SCRIPT = "cost/step_time.py"
 #: The settings this study takes as flags.
 SETTINGS = ("steps", "warmup", "rounds", "threads", "widths", "depth")
 SETTINGS += ("points", "period", "exact_steps", "seed", "rows", "problem")
@@ -151,7 +158,7 @@ def settings_line(settings):
     )
 
 
-main = configurations.study_main("step_time.py", SETTINGS, ("time",))
+main = configurations.study_main(SCRIPT, SETTINGS, ("time",))
 
 if __name__ == "__main__":
     raise SystemExit(main())

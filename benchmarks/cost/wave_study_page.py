@@ -2,8 +2,8 @@
 
 import os
 
-import harness
-from harness import markdown_table
+from benchmarks import harness
+from benchmarks.harness import markdown_table
 
 
 def method_link(output):

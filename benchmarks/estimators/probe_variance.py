@@ -11,10 +11,9 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
-
-import harness
 from pina_ntk.core import exact_kernel, ntk_weights
 from pina_ntk.core.estimators import balanced_probe_scales, sketch_variances
 from pina_ntk.integration.diagnostics import condition_calls
@@ -24,10 +23,15 @@ from pina_ntk.paper.experiments.training import train_pinn
 from pina_ntk.paper.experiments.wave import WaveSettings
 from pina_ntk.paper.problems import WaveProblem
 
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness
+
 #: The page the table is part of, and the results file next to it.
-PAGE = os.path.join(os.path.dirname(__file__), "..", "docs", "estimators.md")
+PAGE = os.path.join(harness.ROOT, "docs", "estimators.md")
 RESULTS = os.path.join(os.path.dirname(PAGE), "probe-variance.json")
-SCRIPT = "probe_variance.py"
+SCRIPT = "estimators/probe_variance.py"
 #: The table's header and each row's cells.
 HEADER = (
     "steps|condition|entries|Tr(K_cc)|exact weight|plain predictor|"

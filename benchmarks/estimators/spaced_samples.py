@@ -12,18 +12,22 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
-
-import harness
 from pina_ntk import solver_ntk_weights
 from pina_ntk.paper.experiments.outputs import relative_error_fn
 from pina_ntk.paper.experiments.training import ntk_weights_of, train_pinn
 from pina_ntk.paper.experiments.wave import WaveSettings, wave_grid
 from pina_ntk.paper.problems import WaveProblem
 
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness
+
 ESTIMATORS, EVERY, SEEDS = ("parameter", "predictor"), (1, 10, 50), (0, 1, 2)
-SCRIPT = "spaced_samples.py"
+SCRIPT = "estimators/spaced_samples.py"
 TITLE = "Spaced sketch samples on the wave tutorial"
 PAGE, FIGURE = "spaced-samples.md", "figures/spaced-samples-weights.png"
 #: The summary's entries per seed (of run entries).
@@ -122,7 +126,7 @@ def render(record):
         "Relative L2 error on the 101×101 grid after the last step. Wall "
         "times depend on the machine and on what else ran on it: compare "
         "them within a machine only; the cost of a step for each k is "
-        "measured in interleaved rounds by `benchmarks/step_time.py` "
+        "measured in interleaved rounds by `benchmarks/cost/step_time.py` "
         "(`docs/step-time.md`).",
         harness.markdown_table(header.split("|"), rows, "lrrrlrrl"),
         "Median over the tracked evaluations and conditions of "

@@ -30,22 +30,26 @@ geometric mean over settings of the paired solution-error ratio to none
 is chosen. Writes ``inverse.json`` (after each run) and the block of
 ``inverse-problems.md``.
 
-    python benchmarks/inverse.py                # docs/inverse.json, page
-    python benchmarks/inverse.py --quick  # writes to a temporary folder
-    python benchmarks/inverse.py --from-json docs/inverse.json
+    python benchmarks/inverse/inverse.py          # docs/inverse.json, page
+    python benchmarks/inverse/inverse.py --quick  # a temporary folder
+    python benchmarks/inverse/inverse.py --from-json docs/inverse.json
 """
 
 import os
 import sys
+from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback
 
-import harness
-import weightings
-from inverse_page import write_outputs
-from weightings_setup import FULL, QUICK
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "inverse.py"
+from benchmarks import harness
+from benchmarks.inverse.inverse_page import write_outputs
+from benchmarks.suite import weightings
+from benchmarks.suite.weightings_setup import FULL, QUICK
+
+SCRIPT = "inverse/inverse.py"
 #: The settings, seeds, steps and records, fixed before the run.
 SETTINGS = ("heat_inverse", "poisson_source", "wave_speed")
 SEEDS, STEPS, RECORD_EVERY = 5, 1500, 30
@@ -114,7 +118,8 @@ def study_jobs(settings, recipe):
             job = dict(base, weighting=weighting, row=row, **options)
             job.update(NETWORK if not settings["quick"] else {})
             job.update(
-                steps=recipe["steps"], callbacks="inverse:study_callbacks"
+                steps=recipe["steps"],
+                callbacks="benchmarks.inverse.inverse:study_callbacks",
             )
             job["records"] = recipe["steps"] // recipe["every"]
             jobs.append(job)

@@ -19,25 +19,30 @@ target holds when the interval over rounds (``harness.judged``) lies below
 to the quadratic path on this problem (a step grew from about 0.2 s to
 2-63 s in the report of issue #69).
 
-    python benchmarks/inverse_cost.py            # docs/inverse-cost.json
-    python benchmarks/inverse_cost.py --quick    # a temporary folder
-    python benchmarks/inverse_cost.py --from-json docs/inverse-cost.json
+    python benchmarks/inverse/inverse_cost.py          # docs/inverse-cost.json
+    python benchmarks/inverse/inverse_cost.py --quick  # a temporary folder
+    python benchmarks/inverse/inverse_cost.py --from-json docs/inverse-cost.json
 """
 
 import statistics
+import sys
+from pathlib import Path
 
 from pina.equation import Equation
 from pina.equation.zoo import FixedValue
 from pina.problem import SpatialProblem
-
-import harness
-import paired_cost
-from inverse_logs import tutorial_solver
-from suite_base import _Benchmark, _conditions
-from suite_inverse_problems import PoissonSourceProblem, _poisson_source
 from pina_ntk import NTKWeighting, SketchNTKWeighting
 
-SCRIPT = "inverse_cost.py"
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness, paired_cost
+from benchmarks.inverse.inverse_logs import tutorial_solver
+from benchmarks.suite.suite_base import _Benchmark, _conditions
+from benchmarks.suite.suite_inverse_problems import PoissonSourceProblem
+from benchmarks.suite.suite_inverse_problems import _poisson_source
+
+SCRIPT = "inverse/inverse_cost.py"
 JSON = "inverse-cost.json"
 PAGE = "inverse-problems.md"
 #: The rows: the weighting's factory (``None``: no weighting) and label.
@@ -163,7 +168,7 @@ def render(document):
 
 def main(argv=None):
     """Time the rounds, or re-render; the exit code."""
-    job = "inverse_cost:run_round"
+    job = "benchmarks.inverse.inverse_cost:run_round"
     return paired_cost.cost_main(SCRIPT, JSON, PAGE, render, job, argv)
 
 

@@ -7,10 +7,10 @@ import math
 import os
 import statistics
 
-import harness
-import suite_protocol as protocol
+from benchmarks import harness
+from benchmarks.suite import suite_protocol as protocol
 
-SCRIPT = "inverse.py"
+SCRIPT = "inverse/inverse.py"
 TITLE = "Inverse problems"
 NONE, DEFAULT = "none", "default"
 LABELS = {

@@ -15,27 +15,31 @@ step with each row, and with exact ``NTKWeighting`` on one setting, over
 the plain sum's (:func:`price_jobs`). Writes ``lbfgs.json`` (after each
 run) and the block of ``lbfgs.md`` (``lbfgs_page.py``).
 
-    python benchmarks/lbfgs.py                  # docs/lbfgs.json, lbfgs.md
-    python benchmarks/lbfgs.py --quick    # writes to a temporary folder
-    python benchmarks/lbfgs.py --from-json docs/lbfgs.json
+    python benchmarks/lbfgs/lbfgs.py            # docs/lbfgs.json, lbfgs.md
+    python benchmarks/lbfgs/lbfgs.py --quick    # a temporary folder
+    python benchmarks/lbfgs/lbfgs.py --from-json docs/lbfgs.json
 """
 
 import functools
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina.callback import SwitchOptimizer
 from pina.optim import TorchOptimizer
 
-import harness
-import weightings
-from lbfgs_page import render, write_outputs  # noqa: F401 (tests)
-from weightings_setup import FULL, QUICK
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "lbfgs.py"
+from benchmarks import harness
+from benchmarks.lbfgs.lbfgs_page import write_outputs
+from benchmarks.suite import weightings
+from benchmarks.suite.weightings_setup import FULL, QUICK
+
+SCRIPT = "lbfgs/lbfgs.py"
 #: The recipe, fixed before the run that judges: Adam steps, then L-BFGS
 #: optimisation steps (each up to ``max_iter`` iterations, 25 evaluations).
 ADAM_STEPS, LBFGS_STEPS = 1000, 100
@@ -116,7 +120,7 @@ def make_job(base, row, switch, steps, records):
     weighting, options = ROWS[row]
     found = dict(base, weighting=weighting, row=row, switch=switch)
     found.update(steps=steps, records=records, **options)
-    return dict(found, callbacks="lbfgs:recipe_callbacks")
+    return dict(found, callbacks="benchmarks.lbfgs.lbfgs:recipe_callbacks")
 
 
 def base_jobs(settings, problems, seeds):

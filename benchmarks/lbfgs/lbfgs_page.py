@@ -7,10 +7,10 @@ import math
 import os
 import statistics
 
-import harness
-import suite_protocol as protocol
+from benchmarks import harness
+from benchmarks.suite import suite_protocol as protocol
 
-SCRIPT = "lbfgs.py"
+SCRIPT = "lbfgs/lbfgs.py"
 TITLE = "Adam then L-BFGS: does weighting still pay?"
 NONE, DEFAULT, HELD = "none", "sketch_predictor", "sketch_held"
 LABELS = {
@@ -375,7 +375,7 @@ RECIPE = """Recipe: the suite's tuning-half settings ({width}×{depth} tanh
 network, Adam with learning rate {lr} decaying ×{decay} per {decay_steps}
 steps) for {adam} steps, then PINA's `SwitchOptimizer` to
 `TorchOptimizer(torch.optim.LBFGS, {options})` for {lbfgs} more
-optimisation steps. {adam} and {lbfgs} were fixed in `benchmarks/lbfgs.py`
+optimisation steps. {adam} and {lbfgs} were fixed in `benchmarks/lbfgs/lbfgs.py`
 before the run whose numbers these are. Settings: {settings} (the tuning
 half's settings whose points are drawn once: L-BFGS needs a fixed
 objective); seeds 0–{last} per row, paired by seed. GPU: {gpu}.

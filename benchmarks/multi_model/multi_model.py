@@ -25,22 +25,27 @@ ratio to the same solver without weighting, its worst seed, and the
 losses. Writes ``multi-model.json`` (after each run) and the block of
 ``multi-model.md``.
 
-    python benchmarks/multi_model.py                # docs/multi-model.json
-    python benchmarks/multi_model.py --quick  # writes to a temporary folder
-    python benchmarks/multi_model.py --from-json docs/multi-model.json
+    python benchmarks/multi_model/multi_model.py      # docs/multi-model.json
+    python benchmarks/multi_model/multi_model.py --quick  # a temporary folder
+    python benchmarks/multi_model/multi_model.py \
+        --from-json docs/multi-model.json
 """
 
 import math
 import os
 import statistics
 import sys
+from pathlib import Path
 
-import harness
-import suite_protocol as protocol
-import weightings
-from weightings_setup import FULL, QUICK
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "multi_model.py"
+from benchmarks import harness
+from benchmarks.suite import suite_protocol as protocol
+from benchmarks.suite import weightings
+from benchmarks.suite.weightings_setup import FULL, QUICK
+
+SCRIPT = "multi_model/multi_model.py"
 PAGE, TITLE = "multi-model.md", "Multi-model solvers"
 #: The settings (tuning half, points drawn once), seeds, steps, records
 #: and ensemble size, fixed before the run.

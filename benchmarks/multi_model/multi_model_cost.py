@@ -16,12 +16,15 @@ unweighted one, divided by that ratio on the single-model solver
 (:func:`round_measures`). Each target holds when the interval over rounds
 (``harness.judged``) lies below :data:`MOST_EXCESS`.
 
-    python benchmarks/multi_model_cost.py   # docs/multi-model-cost.json
-    python benchmarks/multi_model_cost.py --quick   # a temporary folder
-    python benchmarks/multi_model_cost.py --from-json docs/multi-model-cost.json
+    python benchmarks/multi_model/multi_model_cost.py  # multi-model-cost.json
+    python benchmarks/multi_model/multi_model_cost.py --quick  # a temp folder
+    python benchmarks/multi_model/multi_model_cost.py \
+        --from-json docs/multi-model-cost.json
 """
 
 import statistics
+import sys
+from pathlib import Path
 
 import torch
 from pina.model import FeedForward
@@ -32,12 +35,14 @@ from pina.solver import (
     PhysicsInformedSingleModelSolver,
     SelfAdaptivePhysicsInformedSolver,
 )
-
-import harness
-import paired_cost
 from pina_ntk import SketchNTKWeighting
 
-SCRIPT = "multi_model_cost.py"
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness, paired_cost
+
+SCRIPT = "multi_model/multi_model_cost.py"
 JSON = "multi-model-cost.json"
 PAGE = "multi-model.md"
 MEMBERS = 5
@@ -160,7 +165,7 @@ def render(document):
 
 def main(argv=None):
     """Time the rounds, or re-render; the exit code."""
-    job = "multi_model_cost:run_round"
+    job = "benchmarks.multi_model.multi_model_cost:run_round"
     return paired_cost.cost_main(SCRIPT, JSON, PAGE, render, job, argv)
 
 

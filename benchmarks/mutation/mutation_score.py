@@ -3,9 +3,11 @@
 merged into ``docs/mutation-testing.json``; each module's score, ``(killed
 + timed out) / (mutants - equivalent)``, in ``docs/mutation-testing.md``::
 
-    python benchmarks/mutation_score.py --layer core   # about 6 min, 2 cores
-    python benchmarks/mutation_score.py --layer integration --module callback
-    python benchmarks/mutation_score.py --from-json docs/mutation-testing.json
+    python benchmarks/mutation/mutation_score.py --layer core  # 6 min, 2 cores
+    python benchmarks/mutation/mutation_score.py --layer integration \
+        --module callback
+    python benchmarks/mutation/mutation_score.py \
+        --from-json docs/mutation-testing.json
 """
 
 import argparse
@@ -19,10 +21,13 @@ import sys
 import time
 from pathlib import Path
 
-import harness
-from harness import ROOT
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "mutation_score.py"
+from benchmarks import harness
+from benchmarks.harness import ROOT
+
+SCRIPT = "mutation/mutation_score.py"
 RESULTS = os.path.join(harness.ROOT, "docs", "mutation-testing.json")
 PAGE = os.path.join(harness.ROOT, "docs", "mutation-testing.md")
 EQUIVALENTS = os.path.join(harness.ROOT, "docs", "mutation-equivalents.md")

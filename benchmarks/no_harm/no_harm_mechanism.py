@@ -58,10 +58,10 @@ settings and set-ups: ``no_harm_mechanism_setups.py``; the growth rates,
 lags and replay: ``no_harm_mechanism_analysis.py``; the page:
 ``no_harm_mechanism_page.py``.
 
-    python benchmarks/no_harm_mechanism.py           # the committed files
-    python benchmarks/no_harm_mechanism.py --quick   # a temporary folder
-    python benchmarks/no_harm_mechanism.py --from-json \
-        docs/no-harm-mechanism.json                  # the page only
+    python benchmarks/no_harm/no_harm_mechanism.py     # the committed files
+    python benchmarks/no_harm/no_harm_mechanism.py --quick  # a temporary folder
+    python benchmarks/no_harm/no_harm_mechanism.py --from-json \
+        docs/no-harm-mechanism.json                    # the page only
 """
 
 import argparse
@@ -71,12 +71,19 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
-import harness
-from no_harm_mechanism_page import write_outputs
-from no_harm_mechanism_setups import EPOCHS, FULL, QUICK, build
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "no_harm_mechanism.py"
+from benchmarks import harness
+from benchmarks.no_harm.no_harm_mechanism_page import write_outputs
+from benchmarks.no_harm.no_harm_mechanism_setups import EPOCHS, FULL, QUICK
+from benchmarks.no_harm.no_harm_mechanism_setups import build
+
+SCRIPT = "no_harm/no_harm_mechanism.py"
+#: The worker job of one run.
+JOB = "benchmarks.no_harm.no_harm_mechanism:run_job"
 JSON = "no-harm-mechanism.json"
 
 
@@ -238,10 +245,10 @@ def run_study(args, argv, path):
 
     def one(numbered):
         index, (name, job) = numbered
-        task = dict(job, threads=1, jobs=["no_harm_mechanism:run_job"])
+        task = dict(job, threads=1, jobs=[JOB])
         try:
             result = harness.run_worker(task, workdir)["results"]
-            record = result["no_harm_mechanism:run_job"]
+            record = result[JOB]
         except RuntimeError as error:
             record = {k: job[k] for k in ("case", "row", "seed", "steps")}
             record.update(status="failed", failure=str(error)[-2000:])

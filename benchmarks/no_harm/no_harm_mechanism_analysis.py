@@ -7,7 +7,7 @@ no weighting."""
 
 import math
 
-from no_harm_mechanism_setups import DEFAULT_ALPHA
+from benchmarks.no_harm.no_harm_mechanism_setups import DEFAULT_ALPHA
 
 
 def record_at(trajectory, step):

@@ -4,7 +4,7 @@ one's problem, points, network, optimiser and error), described in
 ``no_harm_mechanism.py``'s docstring; that script runs them,
 ``no_harm_mechanism_page.py`` renders their results."""
 
-from introductory_setups import SETUPS, assemble
+from benchmarks.suite.introductory_setups import SETUPS, assemble
 
 #: The cases' set-ups of ``introductory_setups.SETUPS`` (PINA's tutorials).
 TUTORIALS = {
@@ -140,7 +140,7 @@ def build(case, row, seed, grid):
     from pina.solver import PhysicsInformedSingleModelSolver
 
     if case == "lshape":
-        from suite_plane_problems import LShapeProblem
+        from benchmarks.suite.suite_plane_problems import LShapeProblem
 
         problem = LShapeProblem()
         error = _error(case, problem, grid)

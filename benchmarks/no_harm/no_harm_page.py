@@ -10,21 +10,24 @@ The candidates' time per step on a confirmation setting is the published
 sketch's there times their measured ratio to it on the tuning half
 (``ramp_cost.py``): the ramp adds one power of a vector per proposal.
 
-    python benchmarks/no_harm_page.py
+    python benchmarks/no_harm/no_harm_page.py
 """
 
 import math
 import os
 import statistics
 import sys
+from pathlib import Path
 
-import harness
-import introductory
-import ramp_cost
-import suite_page
-import suite_protocol as protocol
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "no_harm_page.py"
+from benchmarks import harness
+from benchmarks.no_harm import ramp_cost
+from benchmarks.suite import suite_protocol as protocol
+from benchmarks.suite import introductory, suite_page
+
+SCRIPT = "no_harm/no_harm_page.py"
 #: Issue #76's candidates, fixed before their confirmation runs.
 CANDIDATES = (ramp_cost.CANDIDATE,)
 #: The issue's targets on the confirmation halves: the candidate's

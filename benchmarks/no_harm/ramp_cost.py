@@ -11,23 +11,25 @@ per round, the geometric mean over the settings of the candidate's ratio
 over the published sketch's. Target: at most :data:`MOST` (the verdict by
 the interval over rounds, ``harness.judged``).
 
-    python benchmarks/ramp_cost.py            # docs/ramp-cost.json
-    python benchmarks/ramp_cost.py --quick    # a smoke run, temporary folder
-    python benchmarks/ramp_cost.py --from-json docs/ramp-cost.json
+    python benchmarks/no_harm/ramp_cost.py          # docs/ramp-cost.json
+    python benchmarks/no_harm/ramp_cost.py --quick  # a smoke run, temp folder
+    python benchmarks/no_harm/ramp_cost.py --from-json docs/ramp-cost.json
 """
 
 import functools
 import statistics
 import sys
 import time
+from pathlib import Path
 
-import harness
-import paired_cost
-import suite_protocol
-import weightings
-from weightings_setup import FULL, QUICK, SPLIT
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "ramp_cost.py"
+from benchmarks import harness, paired_cost
+from benchmarks.suite import suite_protocol, weightings
+from benchmarks.suite.weightings_setup import FULL, QUICK, SPLIT
+
+SCRIPT = "no_harm/ramp_cost.py"
 JSON = "ramp-cost.json"
 PAGE = "weights.md"
 CANDIDATE, PUBLISHED = "sketch_ramp_1000", suite_protocol.PUBLISHED

@@ -13,8 +13,8 @@ within it: what an unweighted step takes), so that no ratio is taken
 between runs; written to ``docs/scaling-bookkeeping.json``, which
 ``scaling.py`` renders on ``docs/scaling.md``::
 
-    python benchmarks/bookkeeping.py            # about a minute, one thread
-    python benchmarks/scaling.py --from-json docs/scaling.json --readme
+    python benchmarks/scaling/bookkeeping.py    # about a minute, one thread
+    python benchmarks/scaling/scaling.py --from-json docs/scaling.json --readme
 
 ``--quick``: a smoke run, written to a new temporary folder."""
 
@@ -26,16 +26,22 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 from unittest import mock
 
-
-import configurations
-import harness
 from pina_ntk import NTKCallback, SketchNTKWeighting
-from scaling_setup import SAMPLE_PERIOD, SPECS, floor_margin
-from step_time import median_period_mean
 
-SCRIPT = "bookkeeping.py"
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness
+from benchmarks.cost import configurations
+from benchmarks.cost.step_time import median_period_mean
+from benchmarks.scaling.scaling_setup import SAMPLE_PERIOD, SPECS, floor_margin
+
+SCRIPT = "scaling/bookkeeping.py"
+#: The worker job of one round.
+JOB = "benchmarks.scaling.bookkeeping:run_round"
 RESULTS = os.path.join(harness.ROOT, "docs", "scaling-bookkeeping.json")
 #: The default's calls a step makes, timed: ``(owner, method)``. The last
 #: two, the sample's unavoidable work, run inside the others (a deferred
@@ -120,9 +126,9 @@ def measure(settings, workdir, log):
         # as the scaling study: a quarter of the entries on the boundary
         task = dict(settings, problem="poisson", round=index)
         task.update(points=[n - n // 4, 0, n // 4], accelerator="cpu")
-        task["jobs"] = ["bookkeeping:run_round"]
+        task["jobs"] = [JOB]
         found = harness.run_worker(task, workdir)
-        rounds.append(found["results"]["bookkeeping:run_round"])
+        rounds.append(found["results"][JOB])
         log(f"round {index + 1} of {settings['rounds']} done")
     return rounds
 

@@ -15,19 +15,29 @@ import os
 import sys
 import tempfile
 import time
+from pathlib import Path
 from statistics import median
 
-import configurations
-import harness
-import scaling_page
 from pina_ntk import ntk_traces
 from pina_ntk.core.estimators import chunked_block_traces
 from pina_ntk.integration.diagnostics import condition_calls
 from pina_ntk.integration.ntk_weighting import EXACT_CHUNK_POINTS
 from pina_ntk.integration.recording import replay_residual_fn
-from scaling_setup import EXACT, FLOOR_REFERENCE, FULL, PER_STEP, QUICK
-from scaling_setup import SAMPLE_PERIOD, SPECS
-from step_time import median_period_mean
+
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness
+from benchmarks.cost import configurations
+from benchmarks.cost.step_time import median_period_mean
+from benchmarks.scaling import scaling_page
+from benchmarks.scaling.scaling_setup import EXACT, FLOOR_REFERENCE, FULL
+from benchmarks.scaling.scaling_setup import PER_STEP, QUICK, SAMPLE_PERIOD
+from benchmarks.scaling.scaling_setup import SPECS
+
+SCRIPT = "scaling/scaling.py"
+#: The worker job of one size in a round.
+JOB = "benchmarks.scaling.scaling:run_size"
 
 
 # ---------------------------------------------------------------- worker side
@@ -208,12 +218,12 @@ def measure(settings, workdir, log, save):
         # A quarter of the entries on the boundary.
         task = dict(settings, problem="poisson", width=width, round=index)
         task.update(points=[n - n // 4, 0, n // 4], measured=steps)
-        task.update(jobs=["scaling:run_size"], exact=exact)
+        task.update(jobs=[JOB], exact=exact)
         task["chunks"] = name == settings["chunk_size"]
         memory = name not in settings["no_memory"]
         task["memory"] = memory and index < settings["memory_rounds"]
         task["exact_memory"] = exact and took <= settings["exact_memory_cap_s"]
-        found = harness.run_worker(task, workdir)["results"]["scaling:run_size"]
+        found = harness.run_worker(task, workdir)["results"][JOB]
         kept = {k: found[k] for k in ("memory", "chunks") if task[k]}
         entry["rounds"].append({"runs": found["runs"], **kept})
         entry["parameters"] = found["parameters"]
@@ -230,7 +240,7 @@ def run(settings, argv, args, stem):
     results document."""
     started = time.perf_counter()
     part = harness.provenance(
-        "scaling.py", argv, args.machine_label, device=args.device, workers=1
+        SCRIPT, argv, args.machine_label, device=args.device, workers=1
     )
     part["threads"] = 1
 
@@ -246,7 +256,7 @@ def run(settings, argv, args, stem):
         sizes = measure(settings, workdir, log, save)
     for entry in sizes:
         entry["summary"] = summarise(entry["rounds"], settings)
-    document = {"script": "scaling.py"}
+    document = {"script": SCRIPT}
     document["parts"] = [harness.finish(part, started)]
     document.update(settings=settings, sizes=sizes)
     harness.write_json(stem + ".json", document)
@@ -290,7 +300,7 @@ def main(argv=None):
     scaling_page.plot(document, os.path.join(folder, scaling_page.FIGURE))
     block = scaling_page.render(document, bookkeeping)
     title = "Benchmark: cost of NTK loss weights as the work grows"
-    harness.write_page(args.output, "scaling.py", block, title)
+    harness.write_page(args.output, SCRIPT, block, title)
     if args.readme:
         page = os.path.relpath(args.output, os.path.dirname(args.readme))
         text = scaling_page.readme_block(document, page.replace(os.sep, "/"))

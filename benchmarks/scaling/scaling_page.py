@@ -7,13 +7,14 @@ import math
 import os
 from statistics import median, pstdev
 
-import bookkeeping
-import configurations
-import harness
-from scaling_setup import EXACT, EXACT_TARGETS, FLOOR_MARGIN
-from scaling_setup import FLOOR_MARGIN_SMALL, FLOOR_REFERENCE, FLOOR_SMALL_N
-from scaling_setup import LABELS, MEMORY_TARGET, PER_ENTRY_FLAT, SAMPLE_PERIOD
-from scaling_setup import SPECS, floor_margin
+from benchmarks import harness
+from benchmarks.cost import configurations
+from benchmarks.scaling import bookkeeping
+from benchmarks.scaling.scaling_setup import EXACT, EXACT_TARGETS, FLOOR_MARGIN
+from benchmarks.scaling.scaling_setup import FLOOR_MARGIN_SMALL, FLOOR_REFERENCE
+from benchmarks.scaling.scaling_setup import FLOOR_SMALL_N, LABELS
+from benchmarks.scaling.scaling_setup import MEMORY_TARGET, PER_ENTRY_FLAT
+from benchmarks.scaling.scaling_setup import SAMPLE_PERIOD, SPECS, floor_margin
 
 #: The markers of README.md's block (a sentence and the figure).
 README_MARKERS = ("<!-- scaling -->", "<!-- /scaling -->")

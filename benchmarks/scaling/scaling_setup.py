@@ -1,7 +1,7 @@
 """The scaling study's rows, plan and targets, fixed in code before the run
 that judges them; the study: ``scaling.py``, its page: ``scaling_page.py``."""
 
-import configurations
+from benchmarks.cost import configurations
 
 #: Rows: key, label as a user writes it, weighting spec for
 #: :func:`configurations.build_solver` (``None``: unweighted).

@@ -18,11 +18,12 @@ error the protocol's (``suite_protocol.run_error``: the median of the last
 five records). A weighting's ratio on a setting is the geometric mean over
 seeds of its error over no weighting's with the same seed.
 
-    python benchmarks/introductory.py                  # 5 seeds, all rows
-    python benchmarks/introductory.py --quick          # smoke run, temp dir
-    python benchmarks/introductory.py --settings tutorial_poisson \
+    python benchmarks/suite/introductory.py            # 5 seeds, all rows
+    python benchmarks/suite/introductory.py --quick    # smoke run, temp dir
+    python benchmarks/suite/introductory.py --settings tutorial_poisson \
         --weightings none,sketch_predictor --seeds 8 --resume
-    python benchmarks/introductory.py --from-json docs/suite/introductory.json
+    python benchmarks/suite/introductory.py \
+        --from-json docs/suite/introductory.json
 """
 
 import math
@@ -30,15 +31,19 @@ import os
 import sys
 import time
 import tomllib
+from pathlib import Path
 
 import lightning
 import torch
 
-import harness
-import suite_protocol
-from introductory_setups import SETUPS, assemble
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "introductory.py"
+from benchmarks import harness
+from benchmarks.suite import suite_protocol
+from benchmarks.suite.introductory_setups import SETUPS, assemble
+
+SCRIPT = "suite/introductory.py"
 RESULTS = "suite/introductory.json"
 PAGE = "suite/introductory.md"
 #: Error records along a run (the last five give its error).

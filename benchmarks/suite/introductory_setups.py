@@ -8,8 +8,8 @@ import functools
 
 import torch
 
-import harness
-import suite_intro_problems
+from benchmarks import harness
+from benchmarks.suite import suite_intro_problems
 
 
 def feedforward(inputs, layers, activation, extra=None):

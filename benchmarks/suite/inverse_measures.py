@@ -15,7 +15,7 @@ recorded*: a value is never made up for them."""
 
 import math
 
-import suite_protocol as protocol
+from benchmarks.suite import suite_protocol as protocol
 
 #: A cell of runs that did not record their parameter error.
 NOT_RECORDED = "not recorded"

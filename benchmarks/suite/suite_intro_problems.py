@@ -28,7 +28,9 @@ from pina.equation import Equation
 from pina.equation.zoo import FixedGradient, FixedValue
 from pina import Condition
 from pina.problem import SpatialProblem, TimeDependentProblem
-from suite_base import PI, _Benchmark, _cols, _d, _equals, _plain
+
+from benchmarks.suite.suite_base import PI, _Benchmark, _cols, _d, _equals
+from benchmarks.suite.suite_base import _plain
 
 
 def _oscillator_terms(pts):

@@ -29,8 +29,10 @@ from pina.domain import CartesianDomain
 from pina.equation import Equation
 from pina.equation.zoo import FixedValue
 from pina.problem import InverseProblem, SpatialProblem, TimeDependentProblem
-from suite_base import PI, _Benchmark, _cols, _conditions, _d, _plain
-from suite_problems import _space_time
+
+from benchmarks.suite.suite_base import PI, _Benchmark, _cols, _conditions, _d
+from benchmarks.suite.suite_base import _plain
+from benchmarks.suite.suite_problems import _space_time
 
 #: ``poisson_source``: the square's half side, the true source centre and
 #: the finite-difference grid's points per side.

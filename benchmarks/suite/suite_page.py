@@ -5,27 +5,31 @@ first confirmation half's ratios, seeds as dots; with ``--readme``
 README.md's *Choosing a weighting* block. Every sentence that compares
 weightings is rendered from the summary.
 
-    python benchmarks/weightings.py --half confirmation \\
+    python benchmarks/suite/weightings.py --half confirmation \\
         --output-dir docs/suite/confirmation         # the runs
-    python benchmarks/weightings.py --step-costs 3 \\
+    python benchmarks/suite/weightings.py --step-costs 3 \\
         --output-dir docs/suite/confirmation --workers 1  # equal time
-    python benchmarks/suite_page.py --readme         # docs/suite.md, README"""
+    python benchmarks/suite/suite_page.py --readme   # docs/suite.md, README"""
 
 import argparse
 import math
 import os
 import statistics
 import sys
+from pathlib import Path
 
-import harness
-import inverse_measures as measures
-import suite_protocol as protocol
-from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
-from suite_protocol import NONE
-from weightings_setup import CAUSAL as CAUSAL_NAMES
-from weightings_setup import INVERSE, key, label
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-SCRIPT = "suite_page.py"
+from benchmarks import harness
+from benchmarks.suite import inverse_measures as measures
+from benchmarks.suite import suite_protocol as protocol
+from benchmarks.suite.suite_census import CENSUS, census_section
+from benchmarks.suite.suite_protocol import NONE
+from benchmarks.suite.weightings_setup import CAUSAL as CAUSAL_NAMES
+from benchmarks.suite.weightings_setup import INVERSE, key, label
+
+SCRIPT = "suite/suite_page.py"
 TITLE = "The problem suite: the default decided out of sample"
 PAGE, FIGURE = "suite.md", "figures/suite.png"
 RESULTS = "suite/{half}/weightings.json"
@@ -45,9 +49,6 @@ EXACT = "exact"
 #: settings (issue #54; no decision): its results' key and table rows.
 CAUSAL = "causal"
 CAUSAL_ROWS = ("sketch_predictor", "causal_none", "causal_sketch_predictor")
-#: The default's rejected estimates, seed 0 of every setting with the code
-#: that counts them (issue #54): per half, its results' key.
-CENSUS = "rejections/{half}"
 
 
 def combined(documents, halves=protocol.CONFIRMATION):
@@ -332,65 +333,6 @@ def causal_section(document):
         *cost_lines(document),
     ]
     return lines + per_problem_lines(document, (NONE, "causal_none"))
-
-
-def census_section(documents):
-    """The default's proposals and rejected estimates per setting (seed 0,
-    the code that counts them), and its error beside the half's own run of
-    that seed: where the code that isolates drowned blocks changed the run
-    and where it did not."""
-    rows = []
-    for half in protocol.HALVES:
-        census = documents.get(CENSUS.format(half=half))
-        if census is None or half not in documents:
-            continue
-        own = {key(r): r for r in protocol.current(documents[half]["runs"])}
-        for run in protocol.current(census["runs"]):
-            found, earlier = run["rejections"], own.get(key(run))
-            bad = sum(found[k] for k in ESTIMATE_REJECTIONS)
-            same = (
-                earlier
-                and earlier["history"]["errors"] == run["history"]["errors"]
-            )
-            rows.append(
-                [
-                    half,
-                    run["problem"],
-                    found["proposals"],
-                    bad,
-                    found["safeguard"],
-                    ", ".join(found["isolated"]) or "—",
-                    measures.census_error(run, INVERSE),
-                    measures.census_error(earlier, INVERSE) if earlier else "—",
-                    "yes" if same else "no",
-                ]
-            )
-    if not rows:
-        return []
-    what = "an inverse setting's final parameter error, after its error"
-    inverse = any(row[1] in INVERSE for row in rows)
-    note = [measures.note(["(parameter: …)"], what), ""] if inverse else []
-    header = ["half", "setting", "proposals", "rejected estimates"]
-    header += ["rejected by the safeguard", "isolated blocks", "error"]
-    header += ["error of the half's run", "the same run to the bit"]
-    return [
-        "## Rejected samples",
-        "",
-        "`SketchNTKWeighting()` on every setting, seed 0, with the code that "
-        "counts each proposal of weights not used and sketches a block on "
-        "its own once its averaged estimate turns negative (isolated); "
-        "before, such a block's proposals were rejected and the previous "
-        "weights kept. The error beside that of the half's run of the same "
-        "seed, which the tables above use (the runs: `suite/rejections/`); "
-        "a run without an isolated block can differ where the half's run "
-        "was made by an earlier version of the library (the dates are in "
-        "the provenance), and a setting with one may have been run again "
-        "(its runs page lists the runs superseded, with the reason):",
-        "",
-        *harness.markdown_table(header, rows),
-        "",
-        *note,
-    ]
 
 
 def decision(documents):

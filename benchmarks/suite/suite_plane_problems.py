@@ -12,8 +12,9 @@ from pina.domain import CartesianDomain, Union
 from pina.equation import Equation
 from pina.equation.zoo import FixedValue
 from pina.problem import SpatialProblem
-from suite_base import PI, _Benchmark, _cols, _conditions, _d, _disc
-from suite_base import _equals, _grid_in, _plain
+
+from benchmarks.suite.suite_base import PI, _Benchmark, _cols, _conditions, _d
+from benchmarks.suite.suite_base import _disc, _equals, _grid_in, _plain
 
 LAME, EPS, K2 = (2.0, 1.0), 0.1, 6 * PI**2
 UNIT, BOX_4D = {"x": [0, 1], "y": [0, 1]}, dict.fromkeys("xyzw", [0, 1])

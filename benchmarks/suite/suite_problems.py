@@ -27,11 +27,15 @@ from pina.equation import Equation
 from pina.equation.zoo import FixedValue
 from pina.operator import div
 from pina.problem import InverseProblem, SpatialProblem, TimeDependentProblem
-from suite_base import PI, _Benchmark, _cols, _conditions, _d, _disc
-from suite_base import _equals, _grid_in, _plain
-from suite_plane_problems import AdvectionDiffusionProblem, ElasticityProblem
-from suite_plane_problems import Helmholtz4DProblem, LShapeProblem
-from suite_plane_problems import NeumannCosineProblem, NonlinearDiskProblem
+
+from benchmarks.suite.suite_base import PI, _Benchmark, _cols, _conditions, _d
+from benchmarks.suite.suite_base import _disc, _equals, _grid_in, _plain
+from benchmarks.suite.suite_plane_problems import AdvectionDiffusionProblem
+from benchmarks.suite.suite_plane_problems import ElasticityProblem
+from benchmarks.suite.suite_plane_problems import Helmholtz4DProblem
+from benchmarks.suite.suite_plane_problems import LShapeProblem
+from benchmarks.suite.suite_plane_problems import NeumannCosineProblem
+from benchmarks.suite.suite_plane_problems import NonlinearDiskProblem
 
 NU, SHIFT, BETA, KAPPA = 0.05, 1.05, 30.0, 0.1
 CUBE = {"x": [0, 1], "y": [0, 1], "z": [0, 1]}

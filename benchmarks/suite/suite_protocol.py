@@ -33,13 +33,14 @@ published sketch at equal steps wins. Otherwise the published sketch is the
 default."""
 
 import math
+import os
 import random
 import statistics
 import tomllib
 
-import harness
+from benchmarks import harness
 
-SPLIT = f"{harness.HERE}/suite-split.toml"
+SPLIT = os.path.join(os.path.dirname(__file__), "suite-split.toml")
 HALVES = ("tuning", "confirmation", "confirmation-2")
 #: The halves the default is decided on, together.
 CONFIRMATION = ("confirmation", "confirmation-2")

@@ -15,10 +15,10 @@ A full run first times ``--calibrate`` steps of each pair to start the
 longest jobs first. The problems, weightings and settings are in
 ``weightings_setup.py``, the page in ``weightings_page.py``.
 
-    python benchmarks/weightings.py                 # docs/weightings.md
-    python benchmarks/weightings.py --quick   # writes to a temporary folder
-    python benchmarks/weightings.py --from-json docs/weightings.json
-    python benchmarks/weightings.py --half confirmation \
+    python benchmarks/suite/weightings.py           # docs/weightings.md
+    python benchmarks/suite/weightings.py --quick   # a temporary folder
+    python benchmarks/suite/weightings.py --from-json docs/weightings.json
+    python benchmarks/suite/weightings.py --half confirmation \
         --output-dir docs/suite/confirmation --resume
 """
 
@@ -33,15 +33,12 @@ import pkgutil
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import lightning
 import torch
 from lightning.pytorch.callbacks import Callback
 from pina.model import FeedForward
-
-import harness
-import inverse_measures
-import weightings_solvers
 from pina_ntk.integration import resampling
 from pina_ntk.paper.experiments import training
 from pina_ntk.paper.experiments.models import ScaledMLP, input_box
@@ -49,13 +46,21 @@ from pina_ntk.paper.experiments.outputs import grid_points, relative_error_fn
 from pina_ntk.paper.experiments.settings import make_weighting
 from pina_ntk.paper.experiments.wave import WaveSettings
 
-from weightings_page import render, write_outputs  # noqa: F401 (tests)
-from weightings_setup import CAUSAL, FEEDFORWARD, FIXED_POINTS, FULL
-from weightings_setup import HALF_SEEDS
-from weightings_setup import PROBLEMS, QUICK, QUICK_PROBLEMS, SCRIPT, SEEDS
-from weightings_setup import SMOOTHING_PROBLEMS, SMOOTHING_WEIGHTINGS, SPLIT
-from weightings_setup import SPACED_FACTOR, SUITE_WEIGHTINGS, TUTORIAL_NETWORK
-from weightings_setup import TUTORIAL_NETWORK_PROBLEMS, WEIGHTINGS, key
+# run as a file (not with -m): the repository root first on sys.path
+sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
+
+from benchmarks import harness
+from benchmarks.suite import inverse_measures, weightings_solvers
+from benchmarks.suite.weightings_page import write_outputs
+from benchmarks.suite.weightings_setup import CAUSAL, FEEDFORWARD, FIXED_POINTS
+from benchmarks.suite.weightings_setup import FULL, HALF_SEEDS, PROBLEMS, QUICK
+from benchmarks.suite.weightings_setup import QUICK_PROBLEMS, SCRIPT, SEEDS
+from benchmarks.suite.weightings_setup import SMOOTHING_PROBLEMS
+from benchmarks.suite.weightings_setup import SMOOTHING_WEIGHTINGS, SPLIT
+from benchmarks.suite.weightings_setup import SPACED_FACTOR, SUITE_WEIGHTINGS
+from benchmarks.suite.weightings_setup import TUTORIAL_NETWORK
+from benchmarks.suite.weightings_setup import TUTORIAL_NETWORK_PROBLEMS
+from benchmarks.suite.weightings_setup import WEIGHTINGS, key
 
 
 def build_weighting(job):
@@ -89,8 +94,11 @@ def describe_weighting(weighting):
 
 
 def problem_class(name):
-    """The class of a problem of :data:`PROBLEMS`."""
+    """The class of a problem of :data:`PROBLEMS` (a module named alone,
+    as the pages show it, is the suite's: ``benchmarks.suite``)."""
     module, _, attribute = PROBLEMS[name][0].partition(":")
+    if "." not in module:
+        module = f"benchmarks.suite.{module}"
     return getattr(importlib.import_module(module), attribute)
 
 
@@ -280,7 +288,7 @@ def _train(job, record):
     callbacks = [watch, errors, conditions]
     if job["problem"] not in FIXED_POINTS:
         callbacks.insert(1, resampling.ResampleCallback(1, job["counts"]))
-    if "callbacks" in job:  # a study's own: "module:function" of the job
+    if "callbacks" in job:  # a study's own: "package.module:function"
         callbacks += pkgutil.resolve_name(job["callbacks"])(job)
     try:
         with training.quiet_lightning(".*does not have many workers.*"):
@@ -413,7 +421,7 @@ def main(argv=None):
     smoothing = " ".join(SMOOTHING_PROBLEMS)
     text = f"on every problem (default all; {smoothing} only)"
     add("--weightings", nargs="+", choices=list(WEIGHTINGS), help=text)
-    text = "a half of the problem suite (benchmarks/suite-split.toml)"
+    text = "a half of the problem suite (benchmarks/suite/suite-split.toml)"
     add("--half", choices=list(SPLIT), help=text + ": its runs")
     add("--seeds", type=int, help="per weighting (default 3, wave 2)")
     add("--steps", type=int, help="of every run (default 4000)")

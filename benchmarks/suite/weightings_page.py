@@ -6,11 +6,13 @@ import math
 import os
 import statistics
 
-import harness
-import inverse_measures as inverse
 from pina_ntk.integration.reports import ESTIMATE_REJECTIONS
-from weightings_setup import FIXED_POINTS, INVERSE, PROBLEMS, SCRIPT, TITLE
-from weightings_setup import TUTORIAL_NETWORK, key, label
+
+from benchmarks import harness
+from benchmarks.suite import inverse_measures as inverse
+from benchmarks.suite.weightings_setup import FIXED_POINTS, INVERSE, PROBLEMS
+from benchmarks.suite.weightings_setup import SCRIPT, TITLE, TUTORIAL_NETWORK
+from benchmarks.suite.weightings_setup import key, label
 
 
 def spread(values):

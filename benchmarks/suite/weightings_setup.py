@@ -2,12 +2,10 @@
 settings, and the page's label of a weighting (``weightings.py`` runs them,
 ``weightings_page.py`` renders their results)."""
 
-import inverse_measures
-import suite_inverse_problems
-import suite_problems
-import suite_protocol
+from benchmarks.suite import inverse_measures, suite_inverse_problems
+from benchmarks.suite import suite_problems, suite_protocol
 
-SCRIPT = "weightings.py"
+SCRIPT = "suite/weightings.py"
 TITLE = "Loss weightings: error against training time"
 #: Problems: the class and the fresh points per condition and step, about
 #: 1000 residual entries as the wave problem's (``t0`` of acoustic_wave

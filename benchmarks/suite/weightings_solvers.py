@@ -12,9 +12,9 @@ from pina.solver import (
     PhysicsInformedSingleModelSolver,
     SelfAdaptivePhysicsInformedSolver,
 )
-
 from pina_ntk.integration.block_statistics import condition_role
-from weightings_setup import CAUSAL
+
+from benchmarks.suite.weightings_setup import CAUSAL
 
 
 def build_solver(job, problem, models, weighting):
