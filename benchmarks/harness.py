@@ -434,6 +434,27 @@ def output_location(args, flag, default):
     return where if folder else os.path.join(where, os.path.basename(default))
 
 
+def quick_path(args, path):
+    """:return: ``path``, but for a ``--quick`` smoke run of a script that
+    renders committed results the same path (:func:`public_path`) below a
+    new temporary folder, one per run, which it names: the smoke run writes
+    every page there, never over a committed one."""
+    if not args.quick:
+        return path
+    if getattr(args, "quick_folder", None) is None:
+        args.quick_folder = tempfile.mkdtemp(prefix="pina-ntk-quick-")
+        print(f"--quick: writing to {args.quick_folder}", file=sys.stderr)
+    return os.path.join(args.quick_folder, public_path(path))
+
+
+def write_quick_block(args, path, begin, end, block):
+    """:func:`write_block` into the page at ``path``; for a ``--quick`` run
+    into a new page of its :func:`quick_path`, the markers around the block
+    alone."""
+    new = f"{begin}\n{end}\n" if args.quick else None
+    write_block(quick_path(args, path), begin, end, block, new)
+
+
 def study_main(argv, description, run_all, write_outputs, flags=None):
     """The ``main`` of a study of training runs: parse the shared flags (and
     ``flags(parser)``'s, checked by it: it returns a check of the parsed

@@ -5,7 +5,10 @@ on its own (``step_time.py``, ``peak_memory.py``) run end to end and write every
 ``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
 problem and weighting of its run, each with a finite error or its failure;
 ``spaced_samples.py`` runs a tiny study; ``bookkeeping.py --quick`` times
-the default's calls at every step of a tiny run. Every page
+the default's calls at every step of a tiny run; the scripts that render
+committed results (``suite_page.py``, ``no_harm_page.py``, and
+``mutation_score.py``, whose mutmut run takes minutes) write the same
+blocks to a temporary folder with ``--quick``. Every page
 is re-rendered from the results file its run wrote. The scripts' ``main``
 runs in this process (their workers are processes of their own as in a
 real run), which saves a start of torch, PINA and Lightning per command.
@@ -41,7 +44,10 @@ from benchmarks.cost import step_time  # noqa: E402
 from benchmarks.estimators import probe_variance  # noqa: E402
 from benchmarks.estimators import spaced_samples  # noqa: E402
 from benchmarks.lbfgs import lbfgs, lbfgs_page  # noqa: E402
+from benchmarks.mutation import mutation_score  # noqa: E402
+from benchmarks.no_harm import no_harm_page  # noqa: E402
 from benchmarks.scaling import bookkeeping  # noqa: E402
+from benchmarks.suite import introductory, suite_page  # noqa: E402
 from benchmarks.suite import suite_protocol  # noqa: E402
 from benchmarks.suite import weightings, weightings_page  # noqa: E402
 
@@ -832,3 +838,56 @@ def test_bookkeeping_quick(tmp_path, monkeypatch):
     for owner, name in bookkeeping.TIMED:
         assert not hasattr(getattr(owner, name), "__wrapped__"), name
     assert "update_weights" not in vars(bookkeeping.SketchNTKWeighting)
+
+
+def page_markers(script):
+    """The markers of a script's block on its page."""
+    return harness.BEGIN.format(script=script), harness.END
+
+
+#: The scripts that render committed results and run nothing (mutmut's run
+#: takes minutes: ``--quick`` scores the committed statuses again): their
+#: modules, flags and the blocks they write, ``(path below the root,
+#: markers)``.
+RENDERERS = {
+    "suite_page": (
+        suite_page,
+        ["--readme"],
+        [
+            ("docs/suite.md", page_markers(suite_page.SCRIPT)),
+            ("README.md", suite_page.README_MARKERS),
+        ],
+    ),
+    "no_harm_page": (
+        no_harm_page,
+        [],
+        [
+            ("docs/suite/introductory.md", page_markers(no_harm_page.SCRIPT)),
+            ("README.md", introductory.README_MARKERS),
+        ],
+    ),
+    "mutation_score": (
+        mutation_score,
+        [],
+        [("docs/mutation-testing.md", page_markers(mutation_score.SCRIPT))],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RENDERERS))
+def test_a_renderers_quick_run_writes_a_temporary_folder_only(
+    name, tmp_path, monkeypatch
+):
+    """``--quick`` writes the committed blocks again, the same names below
+    a new temporary folder, and leaves the committed files as they are."""
+    module, flags, blocks = RENDERERS[name]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    committed = {path: Path(ROOT, path).read_bytes() for path, _ in blocks}
+    code, _ = run_main(module, "--quick", *flags)
+    assert code == 0
+    [folder] = tmp_path.iterdir()
+    for path, markers in blocks:
+        found = harness.read_block(str(folder / path), *markers)
+        assert found == harness.read_block(os.path.join(ROOT, path), *markers)
+        assert found
+        assert Path(ROOT, path).read_bytes() == committed[path]

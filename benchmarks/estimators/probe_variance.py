@@ -84,8 +84,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add = parser.add_argument
-    steps = dict(type=int, nargs="+", default=[1, 2000])
-    add("--steps", **steps, help="default 1 2000")
+    add("--steps", type=int, nargs="+", help="default 1 2000; --quick: 1 20")
     add("--seed", type=int, default=0, help="default: 0")
     add("--write", action="store_true", help="write its JSON and page in docs/")
     harness.add_run_flags(parser)
@@ -94,8 +93,10 @@ def main(argv=None):
         parser.error("--write writes the committed results: not with --quick.")
     if args.from_json:
         document = harness.read_json(args.from_json)
-        harness.write_page(PAGE, SCRIPT, render(document), "")
+        page = harness.quick_path(args, PAGE)
+        harness.write_page(page, SCRIPT, render(document), "")
         return 0
+    args.steps = args.steps or ([1, 20] if args.quick else [1, 2000])
     if any(s < 1 for s in args.steps):
         parser.error("argument --steps: every value must be at least 1")
     start = time.perf_counter()

@@ -11,8 +11,10 @@ sketch's there times their measured ratio to it on the tuning half
 (``ramp_cost.py``): the ramp adds one power of a vector per proposal.
 
     python benchmarks/no_harm/no_harm_page.py
+    python benchmarks/no_harm/no_harm_page.py --quick  # a temporary folder
 """
 
+import argparse
 import math
 import os
 import statistics
@@ -115,21 +117,22 @@ def render(documents, intro_document, cost_document):
 
 
 def main(argv=None):
+    """Write the blocks from the committed results; the exit code."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    text = "write the page and README.md to a new temporary folder"
+    parser.add_argument("--quick", action="store_true", help=text)
+    args = parser.parse_args(argv)
     docs = os.path.join(harness.ROOT, "docs")
     documents = suite_page.read_documents(docs)
     intro = harness.read_json(os.path.join(docs, introductory.RESULTS))
     cost = harness.read_json(os.path.join(docs, ramp_cost.JSON))
-    harness.write_block(
-        os.path.join(docs, introductory.PAGE),
-        harness.BEGIN.format(script=SCRIPT),
-        harness.END,
-        render(documents, intro, cost),
-    )
-    harness.write_block(
-        os.path.join(harness.ROOT, "README.md"),
-        *introductory.README_MARKERS,
-        introductory.readme_block(intro),
-    )
+    page = os.path.join(docs, introductory.PAGE)
+    begin = harness.BEGIN.format(script=SCRIPT)
+    block = render(documents, intro, cost)
+    harness.write_quick_block(args, page, begin, harness.END, block)
+    readme = os.path.join(harness.ROOT, "README.md")
+    block = introductory.readme_block(intro)
+    harness.write_quick_block(args, readme, *introductory.README_MARKERS, block)
     return 0
 
 

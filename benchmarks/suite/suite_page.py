@@ -9,7 +9,8 @@ weightings is rendered from the summary.
         --output-dir docs/suite/confirmation         # the runs
     python benchmarks/suite/weightings.py --step-costs 3 \\
         --output-dir docs/suite/confirmation --workers 1  # equal time
-    python benchmarks/suite/suite_page.py --readme   # docs/suite.md, README"""
+    python benchmarks/suite/suite_page.py --readme   # docs/suite.md, README
+    python benchmarks/suite/suite_page.py --quick    # a temporary folder"""
 
 import argparse
 import math
@@ -516,6 +517,8 @@ def main(argv=None):
     parser.add_argument("--docs", default=os.path.join(harness.ROOT, "docs"))
     readme = os.path.join(harness.ROOT, "README.md")
     parser.add_argument("--readme", nargs="?", metavar="FILE", const=readme)
+    text = "write the page, figure (and README) to a new temporary folder"
+    parser.add_argument("--quick", action="store_true", help=text)
     args = parser.parse_args(argv)
     documents = read_documents(args.docs)
     if "confirmation" not in documents:
@@ -523,14 +526,15 @@ def main(argv=None):
             f"no {RESULTS.format(half='confirmation')} under "
             f"{args.docs}: run the confirmation half first."
         )
-    path = os.path.join(args.docs, PAGE)
+    out = harness.quick_path(args, args.docs)
+    path = os.path.join(out, PAGE)
     harness.write_page(path, SCRIPT, render(documents), TITLE)
     default = decision(documents)[2]
-    figure = os.path.join(args.docs, FIGURE)
+    figure = os.path.join(out, FIGURE)
     make_figure(documents["confirmation"], figure, default)
     if args.readme:
         block = readme_block(documents)
-        harness.write_block(args.readme, *README_MARKERS, block)
+        harness.write_quick_block(args, args.readme, *README_MARKERS, block)
     return 0
 
 
