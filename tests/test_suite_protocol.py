@@ -140,6 +140,37 @@ def test_no_benchmark_file_is_over_600_lines():
     assert not over, f"over {FILE_LINES} lines: {over}"
 
 
+def drawn_benchmark_files(page):
+    """The files the tree of ``page``'s section *The benchmarks* draws,
+    below the root, each at its depth (four columns a level)."""
+    with open(page, encoding="utf-8") as handle:
+        text = handle.read()
+    start = text.index("```\n", text.index("## The benchmarks")) + 4
+    lines = text[start : text.index("```", start)].splitlines()
+    found, folders = [], [lines[0].rstrip("/")]
+    for line in lines[1:]:
+        match = re.match(r"^([│ ]*)[├└]── (\S+)", line)
+        if match:
+            depth = len(match.group(1)) // 4 + 1
+            folders[depth:] = [match.group(2).rstrip("/")]
+            if not match.group(2).endswith("/"):
+                found.append("/".join(folders))
+    return found
+
+
+def test_the_architecture_page_draws_every_benchmark_file():
+    # docs/architecture.md: a line per file (the packages' __init__.py
+    # aside), each file once, none that is gone
+    page = os.path.join(ROOT, "docs", "architecture.md")
+    drawn = drawn_benchmark_files(page)
+    files = {
+        os.path.relpath(path, ROOT).replace(os.sep, "/")
+        for path in benchmark_files()
+        if not path.endswith("__init__.py")
+    }
+    assert len(drawn) == len(set(drawn)) and set(drawn) == files
+
+
 def packed_lines(source):
     """:return: The lines of ``source`` that hold more than one statement
     (``a = 1; b = 2``, ``if x: y``)."""
