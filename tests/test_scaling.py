@@ -384,7 +384,7 @@ def test_memory_is_probed_in_the_first_rounds_only(monkeypatch):
         tasks.append(task)
         found = {"runs": [{"key": "exact_every_100", "durations": [0.5]}]}
         found.update(parameters=10, memory={"unweighted": 1}, chunks={})
-        return {"results": {"scaling:run_size": found}}
+        return {"results": {scaling.JOB: found}}
 
     monkeypatch.setattr(harness, "run_worker", worker)
     settings = dict(scaling_setup.QUICK, rounds=2, memory_rounds=2)
