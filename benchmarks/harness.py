@@ -141,8 +141,8 @@ def own_problem(problem_class, *args, **kwargs):
 
 
 def run_worker(task, workdir):
-    """Run a task's ``jobs`` (``"module:function"`` of scripts here) in
-    order in a fresh process of ``task["threads"]`` threads.
+    """Run a task's ``jobs`` (``"benchmarks.<study>.<module>:<function>"``)
+    in order in a fresh process of ``task["threads"]`` threads.
 
     :return: ``{"results": {job: result}, "threads": torch threads}``.
     :raises RuntimeError: If the worker fails (with its output)."""
@@ -434,6 +434,27 @@ def output_location(args, flag, default):
     return where if folder else os.path.join(where, os.path.basename(default))
 
 
+def quick_path(args, path):
+    """:return: ``path``, but for a ``--quick`` smoke run of a script that
+    renders committed results the same path (:func:`public_path`) below a
+    new temporary folder, one per run, which it names: the smoke run writes
+    every page there, never over a committed one."""
+    if not args.quick:
+        return path
+    if getattr(args, "quick_folder", None) is None:
+        args.quick_folder = tempfile.mkdtemp(prefix="pina-ntk-quick-")
+        print(f"--quick: writing to {args.quick_folder}", file=sys.stderr)
+    return os.path.join(args.quick_folder, public_path(path))
+
+
+def write_quick_block(args, path, begin, end, block):
+    """:func:`write_block` into the page at ``path``; for a ``--quick`` run
+    into a new page of its :func:`quick_path`, the markers around the block
+    alone."""
+    new = f"{begin}\n{end}\n" if args.quick else None
+    write_block(quick_path(args, path), begin, end, block, new)
+
+
 def study_main(argv, description, run_all, write_outputs, flags=None):
     """The ``main`` of a study of training runs: parse the shared flags (and
     ``flags(parser)``'s, checked by it: it returns a check of the parsed
@@ -502,8 +523,8 @@ def main(argv=None):
     # Lightning's data-loader advice is moot for one in-memory batch a step.
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
     torch.set_num_threads(task["threads"])
-    if HERE not in sys.path:
-        sys.path.insert(0, HERE)
+    if ROOT not in sys.path:  # the jobs' package, run as a file
+        sys.path.insert(0, ROOT)
     results = {job: pkgutil.resolve_name(job)(task) for job in task["jobs"]}
     envelope = {"results": results, "threads": torch.get_num_threads()}
     write_json(args.result, envelope)

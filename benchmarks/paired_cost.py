@@ -13,9 +13,9 @@ import tempfile
 import time
 
 import lightning
-
-import harness
 from pina_ntk.paper.experiments import training
+
+from benchmarks import harness
 
 #: The default's sample period: a window of whole periods holds as many
 #: samples per step as a long run.

@@ -38,9 +38,9 @@ from pina.solver import (
 
 from pina_ntk import NTKCallback
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the benchmarks and the tests build PINA problems alike
-from harness import own_problem  # noqa: E402
+from benchmarks.harness import own_problem  # noqa: E402
 
 
 def mlp(n_in, n_out, width=16, layers=2):

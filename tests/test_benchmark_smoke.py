@@ -1,12 +1,14 @@
 """Smoke tests of the benchmark scripts in quick mode.
 
-``benchmarks/overhead.py --quick`` (the full report) and each study on its
-own (``step_time.py``, ``peak_memory.py``) run end
-to end and write every row with finite, positive measurements;
+``benchmarks/cost/overhead.py --quick`` (the full report) and each study
+on its own (``step_time.py``, ``peak_memory.py``) run end to end and write every row with finite, positive measurements;
 ``probe_variance.py --quick`` runs; ``weightings.py --quick`` reports every
 problem and weighting of its run, each with a finite error or its failure;
 ``spaced_samples.py`` runs a tiny study; ``bookkeeping.py --quick`` times
-the default's calls at every step of a tiny run. Every page
+the default's calls at every step of a tiny run; the scripts that render
+committed results (``suite_page.py``, ``no_harm_page.py``, and
+``mutation_score.py``, whose mutmut run takes minutes) write the same
+blocks to a temporary folder with ``--quick``. Every page
 is re-rendered from the results file its run wrote. The scripts' ``main``
 runs in this process (their workers are processes of their own as in a
 real run), which saves a start of torch, PINA and Lightning per command.
@@ -31,21 +33,23 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARKS = os.path.join(ROOT, "benchmarks")
-sys.path.insert(0, BENCHMARKS)
+sys.path.insert(0, ROOT)
 
-import bookkeeping  # noqa: E402
-import configurations  # noqa: E402
 import helpers  # noqa: E402
-import harness  # noqa: E402
-import lbfgs  # noqa: E402
-import overhead  # noqa: E402
-import peak_memory  # noqa: E402
-import probe_variance  # noqa: E402
-import spaced_samples  # noqa: E402
-import step_time  # noqa: E402
-import suite_protocol  # noqa: E402
-import weightings  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.cost import configurations  # noqa: E402
+from benchmarks.cost import overhead  # noqa: E402
+from benchmarks.cost import peak_memory  # noqa: E402
+from benchmarks.cost import step_time  # noqa: E402
+from benchmarks.estimators import probe_variance  # noqa: E402
+from benchmarks.estimators import spaced_samples  # noqa: E402
+from benchmarks.lbfgs import lbfgs, lbfgs_page  # noqa: E402
+from benchmarks.mutation import mutation_score  # noqa: E402
+from benchmarks.no_harm import no_harm_page  # noqa: E402
+from benchmarks.scaling import bookkeeping  # noqa: E402
+from benchmarks.suite import introductory, suite_page  # noqa: E402
+from benchmarks.suite import suite_protocol  # noqa: E402
+from benchmarks.suite import weightings, weightings_page  # noqa: E402
 
 METHOD_DOC = os.path.join(ROOT, "docs", "benchmark-method.md")
 #: Row labels of the time-and-memory table, per network.
@@ -133,7 +137,7 @@ def run_script(module, tmp_path_factory, *flags):
     code, printed = run_main(module, "--quick", *flags, "--output", output)
     assert code == 0
     document = output.read_text(encoding="utf-8")
-    block = harness.page_block(str(output), f"{module.__name__}.py")
+    block = harness.page_block(str(output), module.SCRIPT)
     # the block printed to stdout is the page's
     assert block and block.strip() in printed
     again = folder / "again.md"
@@ -213,7 +217,7 @@ def test_targets_table_checks_the_network(quick_report):
 
 
 def test_report_states_command_machine_and_method(quick_report):
-    command = "python benchmarks/overhead.py --quick --widths 20 --output"
+    command = "python benchmarks/cost/overhead.py --quick --widths 20 --output"
     assert command in quick_report
     assert re.search(r"\d+ logical CPUs", quick_report)
     assert re.search(r"torch 2\.\d+", quick_report)
@@ -247,7 +251,7 @@ ALONE = ("exact_every_step", "predictor_forward", "reference_predictor")
 def test_step_time_alone(tmp_path_factory):
     flags = "--widths", "20", "--rows", *ALONE
     report = run_script(step_time, tmp_path_factory, *flags)
-    assert "python benchmarks/step_time.py --quick --widths 20" in report
+    assert "python benchmarks/cost/step_time.py --quick --widths 20" in report
     rows = table_rows(report, "| network | weighting |")
     labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
     check_weighting_rows(rows, QUICK_NETWORKS, memory=False, labels=labels)
@@ -340,7 +344,7 @@ def test_band_rows_are_held_to_their_amortised_targets_alone():
 def test_peak_memory_alone(tmp_path_factory, quick_report):
     flags = "--widths", "20", "--rows", *ALONE
     report = run_script(peak_memory, tmp_path_factory, *flags)
-    assert "python benchmarks/peak_memory.py --quick --widths 20" in report
+    assert "python benchmarks/cost/peak_memory.py --quick --widths 20" in report
     assert "profile_memory=True" in report or "cuda" in report
     rows = table_rows(report, "| network | weighting |")
     labels = [configurations.LABELS[k] for k in ("unweighted", *ALONE)]
@@ -436,8 +440,10 @@ def test_weightings_quick(tmp_path, monkeypatch):
     (tmp_path,) = (tmp_path / "temporary").glob("pina-ntk-quick-*")
     data = harness.read_json(tmp_path / "weightings.json")
     page = (tmp_path / "weightings.md").read_text(encoding="utf-8")
-    assert harness.page_block(str(tmp_path / "weightings.md"), "weightings.py")
-    assert weightings.render(data) in page
+    assert harness.page_block(
+        str(tmp_path / "weightings.md"), "suite/weightings.py"
+    )
+    assert weightings_page.render(data) in page
     problems, weightings_run = data["problems"], data["weightings"]
     assert len(problems) >= 2 and "wave" in problems
     # every weighting but "default", which repeats a sketch by name, and
@@ -488,7 +494,7 @@ def test_weightings_quick(tmp_path, monkeypatch):
     assert smoothed["update_every_n_steps"] == 25
     assert smoothed["alpha"] == pytest.approx(1e-3)
     assert "`NTKWeighting(update_every_n_steps=25, alpha=0.001)`" in page
-    assert "python benchmarks/weightings.py --quick" in page
+    assert "python benchmarks/suite/weightings.py --quick" in page
     assert re.search(r"\d+ logical CPUs", page)
     for problem in problems:
         figure = tmp_path / "figures" / "weightings" / f"{problem}.png"
@@ -592,7 +598,7 @@ def test_suite_confirmation_half_quick(tmp_path):
     committed split's confirmation half trains, with the network and the
     point regime the split gives it, and the protocol summarises the runs
     paired by seed (here each run against itself: ratio 1)."""
-    import suite_protocol
+    from benchmarks.suite import suite_protocol
 
     arguments = "--quick", "--half", "confirmation", "--weightings", "none"
     code, _ = run_main(
@@ -642,10 +648,10 @@ def test_lbfgs_quick(tmp_path):
     assert set(rows) == set(lbfgs.ROWS)
     assert all(p["status"] == "ok" for p in document["prices"])
     page = (tmp_path / "lbfgs.md").read_text(encoding="utf-8")
-    assert harness.page_block(str(tmp_path / "lbfgs.md"), "lbfgs.py") == (
-        lbfgs.render(document)
+    assert harness.page_block(str(tmp_path / "lbfgs.md"), "lbfgs/lbfgs.py") == (
+        lbfgs_page.render(document)
     )
-    assert "python benchmarks/lbfgs.py --quick" in page
+    assert "python benchmarks/lbfgs/lbfgs.py --quick" in page
     assert "GPU: none (CPU only)" in page
     again = tmp_path / "again"
     code, _ = run_main(
@@ -684,7 +690,7 @@ def test_causal_runs_train_pinas_causal_solver_and_count_rejections(tmp_path):
 
 
 def test_rejection_cells_count_estimates_and_name_isolated_blocks():
-    from weightings_page import rejection_cell
+    from benchmarks.suite.weightings_page import rejection_cell
 
     counts = dict(non_finite=1, negative=0, all_zero=2, safeguard=5)
     runs = [
@@ -832,3 +838,56 @@ def test_bookkeeping_quick(tmp_path, monkeypatch):
     for owner, name in bookkeeping.TIMED:
         assert not hasattr(getattr(owner, name), "__wrapped__"), name
     assert "update_weights" not in vars(bookkeeping.SketchNTKWeighting)
+
+
+def page_markers(script):
+    """The markers of a script's block on its page."""
+    return harness.BEGIN.format(script=script), harness.END
+
+
+#: The scripts that render committed results and run nothing (mutmut's run
+#: takes minutes: ``--quick`` scores the committed statuses again): their
+#: modules, flags and the blocks they write, ``(path below the root,
+#: markers)``.
+RENDERERS = {
+    "suite_page": (
+        suite_page,
+        ["--readme"],
+        [
+            ("docs/suite.md", page_markers(suite_page.SCRIPT)),
+            ("README.md", suite_page.README_MARKERS),
+        ],
+    ),
+    "no_harm_page": (
+        no_harm_page,
+        [],
+        [
+            ("docs/suite/introductory.md", page_markers(no_harm_page.SCRIPT)),
+            ("README.md", introductory.README_MARKERS),
+        ],
+    ),
+    "mutation_score": (
+        mutation_score,
+        [],
+        [("docs/mutation-testing.md", page_markers(mutation_score.SCRIPT))],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RENDERERS))
+def test_a_renderers_quick_run_writes_a_temporary_folder_only(
+    name, tmp_path, monkeypatch
+):
+    """``--quick`` writes the committed blocks again, the same names below
+    a new temporary folder, and leaves the committed files as they are."""
+    module, flags, blocks = RENDERERS[name]
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    committed = {path: Path(ROOT, path).read_bytes() for path, _ in blocks}
+    code, _ = run_main(module, "--quick", *flags)
+    assert code == 0
+    [folder] = tmp_path.iterdir()
+    for path, markers in blocks:
+        found = harness.read_block(str(folder / path), *markers)
+        assert found == harness.read_block(os.path.join(ROOT, path), *markers)
+        assert found
+        assert Path(ROOT, path).read_bytes() == committed[path]

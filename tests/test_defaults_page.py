@@ -13,11 +13,11 @@ import pytest
 from pina_ntk import SketchNTKWeighting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import harness  # noqa: E402
-import inverse_page  # noqa: E402
-import suite_page  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.inverse import inverse_page  # noqa: E402
+from benchmarks.suite import suite_page  # noqa: E402
 
 PAGE = os.path.join(ROOT, "docs", "weights.md")
 #: The candidate of the suite that each value of ``gradient_band`` is.

@@ -13,12 +13,12 @@ import torch
 from pina import LabelTensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import introductory  # noqa: E402
-import introductory_setups  # noqa: E402
-import suite_intro_problems as intro  # noqa: E402
-import suite_protocol  # noqa: E402
+from benchmarks.suite import introductory  # noqa: E402
+from benchmarks.suite import introductory_setups  # noqa: E402
+from benchmarks.suite import suite_intro_problems as intro  # noqa: E402
+from benchmarks.suite import suite_protocol  # noqa: E402
 
 #: See tests/test_suite_problems.py: rounding leaves below this in float64.
 TOL = 1e-9

@@ -1,7 +1,8 @@
-"""The inverse settings: the parameter error (``benchmarks/inverse_measures.py``)
-on hand-made values, its record in a run and its cells on the pages, and
-the two settings of ``benchmarks/suite_inverse_problems.py`` against
-solutions worked out here."""
+"""The inverse settings: the parameter error
+(``benchmarks/suite/inverse_measures.py``) on hand-made values, its record
+in a run and its cells on the pages, and the two settings of
+``benchmarks/suite/suite_inverse_problems.py`` against solutions worked out
+here."""
 
 import math
 import os
@@ -14,15 +15,15 @@ import torch
 from pina import LabelTensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import inverse_measures as measures  # noqa: E402
-import suite_inverse_problems as inverse  # noqa: E402
-import suite_page  # noqa: E402
-import suite_problems  # noqa: E402
-import weightings  # noqa: E402
-import weightings_page  # noqa: E402
 from pina_ntk.integration.resampling import discretise_conditions  # noqa
+from benchmarks.suite import inverse_measures as measures  # noqa: E402
+from benchmarks.suite import suite_inverse_problems as inverse  # noqa: E402
+from benchmarks.suite import suite_page  # noqa: E402
+from benchmarks.suite import suite_problems  # noqa: E402
+from benchmarks.suite import weightings  # noqa: E402
+from benchmarks.suite import weightings_page  # noqa: E402
 
 KEYS = {"parameters", "parameter_error"}
 
@@ -138,7 +139,7 @@ def test_a_forward_run_records_no_parameter_error():
 
 # ------------------------------------------------------------ the registry
 def test_the_inverse_settings_are_runnable_beside_the_split():
-    import weightings_setup as setup
+    from benchmarks.suite import weightings_setup as setup
 
     split = {e["setting"] for e in setup.SUITE}
     for name, cls in inverse.INVERSE_PROBLEMS.items():

@@ -1,4 +1,4 @@
-"""The inverse-problem study (``benchmarks/inverse.py``): its rule and
+"""The inverse-problem study (``benchmarks/inverse/inverse.py``): its rule and
 summaries (``inverse_page.py``), its prototype of the weights on the
 network's gradient only, and its quick run.
 
@@ -18,13 +18,13 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import harness  # noqa: E402
-import inverse  # noqa: E402
-import inverse_cost  # noqa: E402
-import inverse_logs  # noqa: E402
-import inverse_page  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.inverse import inverse  # noqa: E402
+from benchmarks.inverse import inverse_cost  # noqa: E402
+from benchmarks.inverse import inverse_logs  # noqa: E402
+from benchmarks.inverse import inverse_page  # noqa: E402
 
 from test_benchmark_smoke import run_main  # noqa: E402
 
@@ -147,10 +147,10 @@ def test_inverse_quick(tmp_path):
         assert math.isfinite(record["parameter_error"])
     page = tmp_path / "inverse-problems.md"
     text = page.read_text(encoding="utf-8")
-    assert harness.page_block(str(page), "inverse.py") == inverse_page.render(
-        found
-    )
-    assert "python benchmarks/inverse.py --quick" in text
+    assert harness.page_block(
+        str(page), "inverse/inverse.py"
+    ) == inverse_page.render(found)
+    assert "python benchmarks/inverse/inverse.py --quick" in text
     again = tmp_path / "again"
     run_main(
         inverse, "--from-json", tmp_path / "inverse.json", "--output-dir", again
@@ -224,7 +224,7 @@ def test_inverse_logs_quick(tmp_path):
         rows = inverse_logs.read_log(tmp_path / "inverse-logs" / f"{row}.csv")
         assert [epoch for epoch, _ in rows] == [0, 1, 2]
     page = (tmp_path / "inverse-problems.md").read_text(encoding="utf-8")
-    assert "python benchmarks/inverse_logs.py --quick" in page
+    assert "python benchmarks/inverse/inverse_logs.py --quick" in page
     assert (tmp_path / inverse_logs.FIGURE).stat().st_size > 0
     again = tmp_path / "again"
     run_main(
@@ -286,7 +286,7 @@ def test_inverse_cost_quick(tmp_path):
     steps = found["settings"]["warmup"] + found["settings"]["steps"]
     assert all(len(d) == steps and min(d) > 0 for d in timed.values())
     page = tmp_path / "inverse-problems.md"
-    block = harness.page_block(str(page), "inverse_cost.py")
+    block = harness.page_block(str(page), "inverse/inverse_cost.py")
     assert block == inverse_cost.render(found)
     assert committed.read_bytes() == before
 

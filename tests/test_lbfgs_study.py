@@ -1,5 +1,5 @@
-"""The L-BFGS study's summaries (``benchmarks/lbfgs_page.py``) and its
-candidate's prototype (``benchmarks/lbfgs.py``).
+"""The L-BFGS study's summaries (``benchmarks/lbfgs/lbfgs_page.py``) and its
+candidate's prototype (``benchmarks/lbfgs/lbfgs.py``).
 
 Each summary test is built so that a plausible wrong implementation gives
 another number: a ratio taken the other way round, runs paired by their
@@ -15,12 +15,12 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import lbfgs  # noqa: E402
-import lbfgs_page  # noqa: E402
-import weightings  # noqa: E402
-from weightings_setup import QUICK  # noqa: E402
+from benchmarks.lbfgs import lbfgs  # noqa: E402
+from benchmarks.lbfgs import lbfgs_page  # noqa: E402
+from benchmarks.suite import weightings  # noqa: E402
+from benchmarks.suite.weightings_setup import QUICK  # noqa: E402
 
 SWITCH, STEPS = 4, 8
 

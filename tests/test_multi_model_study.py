@@ -1,7 +1,7 @@
-"""The multi-model study (``benchmarks/multi_model.py``): its summaries,
-the ensemble's score (the members' mean), and its quick run; the cost
-study (``benchmarks/multi_model_cost.py``): its measure, verdicts and
-quick run.
+"""The multi-model study (``benchmarks/multi_model/multi_model.py``): its
+summaries, the ensemble's score (the members' mean), and its quick run; the
+cost study (``benchmarks/multi_model/multi_model_cost.py``): its measure,
+verdicts and quick run.
 
 The summary's tests fail on ratios taken the other way round, paired by
 order instead of by seed, or with a failed reference left in; the score's
@@ -18,13 +18,13 @@ import torch
 from pina import LabelTensor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import harness  # noqa: E402
-import multi_model  # noqa: E402
-import multi_model_cost  # noqa: E402
-import weightings_solvers  # noqa: E402
 from helpers import multi_model_solver  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.multi_model import multi_model  # noqa: E402
+from benchmarks.multi_model import multi_model_cost  # noqa: E402
+from benchmarks.suite import weightings_solvers  # noqa: E402
 
 from test_benchmark_smoke import run_main  # noqa: E402
 
@@ -101,7 +101,7 @@ def test_multi_model_quick(tmp_path):
             assert record["final_weights"]
     page = tmp_path / "multi-model.md"
     text = page.read_text(encoding="utf-8")
-    block = harness.page_block(str(page), "multi_model.py")
+    block = harness.page_block(str(page), "multi_model/multi_model.py")
     assert block == multi_model.render(found)
     again = tmp_path / "again"
     run_main(
@@ -159,7 +159,7 @@ def test_multi_model_cost_quick(tmp_path):
     steps = found["settings"]["warmup"] + found["settings"]["steps"]
     assert all(len(d) == steps and min(d) > 0 for d in timed.values())
     block = harness.page_block(
-        str(tmp_path / "multi-model.md"), "multi_model_cost.py"
+        str(tmp_path / "multi-model.md"), "multi_model/multi_model_cost.py"
     )
     assert block == multi_model_cost.render(found)
     after = committed.read_bytes() if committed.is_file() else None

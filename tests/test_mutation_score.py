@@ -1,5 +1,6 @@
-"""``benchmarks/mutation_score.py``: the score of a small hand-made set of
-mutant statuses, counted by hand, and the equivalents page it reads."""
+"""``benchmarks/mutation/mutation_score.py``: the score of a small hand-made
+set of mutant statuses, counted by hand, and the equivalents page it
+reads."""
 
 import hashlib
 import os
@@ -8,9 +9,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import mutation_score  # noqa: E402
+from benchmarks.mutation import mutation_score  # noqa: E402
 
 STATUSES = {
     "pina_ntk.core.a.x_f__mutmut_1": "killed",
@@ -62,8 +63,8 @@ def test_summary_counts_by_hand():
 
 
 def part(scope, date="2026-01-01 00:00 UTC"):
-    return {"command": "python benchmarks/mutation_score.py", "date": date,
-            "scope": scope}  # fmt: skip
+    command = "python benchmarks/mutation/mutation_score.py"
+    return {"command": command, "date": date, "scope": scope}
 
 
 def table_rows(document):
@@ -78,7 +79,7 @@ def table_rows(document):
 
 def test_render_judges_each_module_by_its_layers_target():
     document = {
-        "script": "mutation_score.py",
+        "script": "mutation/mutation_score.py",
         "parts": [part("pina_ntk.core"), part("pina_ntk.integration.c")],
         "statuses": STATUSES,
         "equivalent": EQUIVALENT,
@@ -110,7 +111,7 @@ def test_a_module_is_credited_only_to_runs_of_it_or_of_its_layer():
     }
     parts = [part("pina_ntk.integration.d"), part("pina_ntk.integration.d_cb"),
              part("pina_ntk.integration")]  # fmt: skip
-    document = {"script": "mutation_score.py", "parts": parts,
+    document = {"script": "mutation/mutation_score.py", "parts": parts,
                 "statuses": statuses, "equivalent": []}  # fmt: skip
     rows = table_rows(document)
     assert rows["`pina_ntk.integration.d`"][-2] == "1, 3"
@@ -138,7 +139,7 @@ def test_a_module_runs_on_the_present_code_only_while_its_source_is_unchanged():
                  sources={f"pina_ntk.integration.{m}": h})
             for m, h in (("callback", digest("callback")),
                          ("recording", digest("callback")))]  # fmt: skip
-    document = {"script": "mutation_score.py", "parts": runs,
+    document = {"script": "mutation/mutation_score.py", "parts": runs,
                 "statuses": statuses, "equivalent": []}  # fmt: skip
     rows = table_rows(document)
     assert rows["`pina_ntk.integration.callback`"][-1] == "yes |"
@@ -158,7 +159,7 @@ def test_a_module_runs_on_the_present_code_only_while_its_source_is_unchanged():
 def test_render_names_each_layers_modules_without_results():
     # the integration layer's real modules against a run of callback only
     document = {
-        "script": "mutation_score.py",
+        "script": "mutation/mutation_score.py",
         "parts": [part("pina_ntk.integration.callback")],
         "statuses": {"pina_ntk.integration.callback.x_f__mutmut_1": "killed"},
         "equivalent": [],
@@ -187,7 +188,7 @@ def test_a_module_run_replaces_only_that_modules_statuses_and_part(
 ):
     results = tmp_path / "results.json"
     old = {
-        "script": "mutation_score.py",
+        "script": "mutation/mutation_score.py",
         "parts": [part("pina_ntk.core"), part("pina_ntk.integration.c")],
         "statuses": dict(STATUSES),
         "equivalent": [],
@@ -251,7 +252,7 @@ def test_a_whole_layer_runs_from_scratch_and_a_module_reuses_its_copy(
     results = tmp_path / "results.json"
     mutation_score.harness.write_json(
         str(results),
-        {"script": "mutation_score.py", "parts": [], "statuses": {},
+        {"script": "mutation/mutation_score.py", "parts": [], "statuses": {},
          "equivalent": []},
     )  # fmt: skip
     removed = []

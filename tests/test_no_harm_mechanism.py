@@ -1,4 +1,4 @@
-"""The mechanism study of issue #76 (``benchmarks/no_harm_mechanism.py``
+"""The mechanism study of issue #76 (``benchmarks/no_harm/no_harm_mechanism.py``
 and its ``_setups``, ``_analysis`` and ``_page`` modules): its growth
 rates, lags and replayed moving average on hand-made
 trajectories, each against a value computed here by other means (a
@@ -18,14 +18,18 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import harness  # noqa: E402
-import no_harm_mechanism as study  # noqa: E402
-import no_harm_mechanism_analysis as analysis  # noqa: E402
-import no_harm_mechanism_page as mechanism_page  # noqa: E402
-import no_harm_mechanism_setups as setups  # noqa: E402
 from pina_ntk.core.weights import ntk_weights  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.no_harm import no_harm_mechanism as study  # noqa: E402
+from benchmarks.no_harm import (
+    no_harm_mechanism_analysis as analysis,
+)  # noqa: E402
+from benchmarks.no_harm import (
+    no_harm_mechanism_page as mechanism_page,
+)  # noqa: E402
+from benchmarks.no_harm import no_harm_mechanism_setups as setups  # noqa: E402
 
 DOCS = os.path.join(ROOT, "docs")
 COMMITTED = os.path.join(DOCS, study.JSON)
@@ -302,7 +306,7 @@ def small_document():
     for run_ in budget:
         run_["error_steps"] = [30, 60]
     part = dict(
-        command="python benchmarks/no_harm_mechanism.py",
+        command="python benchmarks/no_harm/no_harm_mechanism.py",
         date="2026-01-01 00:00 UTC",
         cpu="a CPU",
         cpus=2,

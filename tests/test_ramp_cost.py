@@ -1,4 +1,4 @@
-"""``benchmarks/ramp_cost.py``: the per-round measure, the verdict and a
+"""``benchmarks/no_harm/ramp_cost.py``: the per-round measure, the verdict and a
 smoke run."""
 
 import math
@@ -8,9 +8,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import ramp_cost  # noqa: E402
+from benchmarks.no_harm import ramp_cost  # noqa: E402
 
 C, P = ramp_cost.CANDIDATE, ramp_cost.PUBLISHED
 
@@ -28,7 +28,7 @@ def test_a_round_is_the_geometric_mean_over_settings_of_the_ratio():
 
 def _document(values):
     part = {
-        "command": "python benchmarks/ramp_cost.py",
+        "command": "python benchmarks/no_harm/ramp_cost.py",
         "date": "d",
         "cpu": "c",
         "cpus": 2,

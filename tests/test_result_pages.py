@@ -24,47 +24,53 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs")
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import configurations  # noqa: E402
-import harness  # noqa: E402
-import inverse_cost  # noqa: E402
-import inverse_logs  # noqa: E402
-import inverse_page  # noqa: E402
-import introductory  # noqa: E402
-import lbfgs  # noqa: E402
-import multi_model  # noqa: E402
-import multi_model_cost  # noqa: E402
-import mutation_score  # noqa: E402
-import scaling_page  # noqa: E402
-import probe_variance  # noqa: E402
-import ramp_cost  # noqa: E402
-import spaced_samples  # noqa: E402
-import suite_page  # noqa: E402
-import weightings  # noqa: E402
-import weightings_setup  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.cost import configurations  # noqa: E402
+from benchmarks.estimators import probe_variance  # noqa: E402
+from benchmarks.estimators import spaced_samples  # noqa: E402
+from benchmarks.inverse import inverse_cost  # noqa: E402
+from benchmarks.inverse import inverse_logs  # noqa: E402
+from benchmarks.inverse import inverse_page  # noqa: E402
+from benchmarks.lbfgs import lbfgs_page  # noqa: E402
+from benchmarks.multi_model import multi_model  # noqa: E402
+from benchmarks.multi_model import multi_model_cost  # noqa: E402
+from benchmarks.mutation import mutation_score  # noqa: E402
+from benchmarks.no_harm import ramp_cost  # noqa: E402
+from benchmarks.scaling import scaling_page  # noqa: E402
+from benchmarks.suite import introductory  # noqa: E402
+from benchmarks.suite import suite_page  # noqa: E402
+from benchmarks.suite import weightings  # noqa: E402
+from benchmarks.suite import weightings_page  # noqa: E402
+from benchmarks.suite import weightings_setup  # noqa: E402
 
 #: Page, results file, the script that writes it, and its renderer.
 PAGES = [
     (f"{name}.md", f"{name}.json", script, configurations.render_results)
     for name, script in (
-        ("benchmarks", "overhead.py"),
-        ("benchmarks-gpu", "overhead.py"),
-        ("step-time", "step_time.py"),
-        ("step-time-gpu", "step_time.py"),
+        ("benchmarks", "cost/overhead.py"),
+        ("benchmarks-gpu", "cost/overhead.py"),
+        ("step-time", "cost/step_time.py"),
+        ("step-time-gpu", "cost/step_time.py"),
     )
 ] + [
-    ("spaced-samples.md", "spaced-samples.json", "spaced_samples.py", None),
-    ("weightings.md", "weightings.json", "weightings.py", None),
+    (
+        "spaced-samples.md",
+        "spaced-samples.json",
+        "estimators/spaced_samples.py",
+        None,
+    ),
+    ("weightings.md", "weightings.json", "suite/weightings.py", None),
     *(
         (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
-        + ("weightings.py", None)
+        + ("suite/weightings.py", None)
         for half in ("tuning", "confirmation", "confirmation-2")
         + ("band-diagnosis", "causal")
         + tuple(f"rejections/{half}" for half in suite_page.protocol.HALVES)
     ),
     *(
-        (f"{name}.md", f"{name}.json", "weightings.py", None)
+        (f"{name}.md", f"{name}.json", "suite/weightings.py", None)
         for name in (
             "rayleigh-study/weightings",
             "rayleigh-study/conditions/weightings",
@@ -78,7 +84,7 @@ PAGES = [
         (
             f"{name}.md",
             f"{name}.json",
-            "step_time.py",
+            "cost/step_time.py",
             configurations.render_results,
         )
         for name in (
@@ -89,31 +95,31 @@ PAGES = [
     (
         "estimators.md",
         "probe-variance.json",
-        "probe_variance.py",
+        "estimators/probe_variance.py",
         lambda document, page: probe_variance.render(document),
     ),
     (
         "mutation-testing.md",
         "mutation-testing.json",
-        "mutation_score.py",
+        "mutation/mutation_score.py",
         lambda document, page: mutation_score.render(document),
     ),
     (
         "lbfgs.md",
         "lbfgs.json",
-        "lbfgs.py",
-        lambda document, page: lbfgs.render(document),
+        "lbfgs/lbfgs.py",
+        lambda document, page: lbfgs_page.render(document),
     ),
     (
         "inverse-problems.md",
         "inverse.json",
-        "inverse.py",
+        "inverse/inverse.py",
         lambda document, page: inverse_page.render(document),
     ),
     (
         "inverse-problems.md",
         "inverse-logs/run.json",
-        "inverse_logs.py",
+        "inverse/inverse_logs.py",
         lambda document, page: inverse_logs.render(
             document,
             {
@@ -127,19 +133,19 @@ PAGES = [
     (
         "inverse-problems.md",
         "inverse-cost.json",
-        "inverse_cost.py",
+        "inverse/inverse_cost.py",
         lambda document, page: inverse_cost.render(document),
     ),
     (
         "multi-model.md",
         "multi-model.json",
-        "multi_model.py",
+        "multi_model/multi_model.py",
         lambda document, page: multi_model.render(document),
     ),
     (
         "multi-model.md",
         "multi-model-cost.json",
-        "multi_model_cost.py",
+        "multi_model/multi_model_cost.py",
         lambda document, page: multi_model_cost.render(document),
     ),
     (
@@ -157,7 +163,7 @@ PAGES = [
     (
         "scaling.md",
         "scaling.json",
-        "scaling.py",
+        "scaling/scaling.py",
         # with the default's bookkeeping, beside the results
         lambda document, page: scaling_page.render(
             document, scaling_page.read_bookkeeping(page)
@@ -170,7 +176,7 @@ def render(page, document, renderer):
     """The block the page's script renders from ``document``."""
     if renderer is not None:
         return renderer(document, os.path.join(DOCS, page))
-    module = spaced_samples if page.startswith("spaced") else weightings
+    module = spaced_samples if page.startswith("spaced") else weightings_page
     return module.render(document)
 
 
@@ -400,13 +406,15 @@ def test_an_edited_page_is_caught(page, results, script, renderer, tmp_path):
 def test_results_changed_without_a_new_page_are_caught(tmp_path):
     page, results = "step-time.md", "step-time.json"
     docs = copy_docs(tmp_path, page, results)
-    check_page(page, results, "step_time.py", configurations.render, docs)
+    check_page(page, results, "cost/step_time.py", configurations.render, docs)
     document = harness.read_json(docs / results)
     # a rerun's step time, its page not re-rendered
     document["rows"][0]["time"][0] += 0.1
     (docs / results).write_text(json.dumps(document), encoding="utf-8")
     with pytest.raises(AssertionError, match="has drifted"):
-        check_page(page, results, "step_time.py", configurations.render, docs)
+        check_page(
+            page, results, "cost/step_time.py", configurations.render, docs
+        )
 
 
 def test_raw_step_times_not_the_stored_summary_make_the_page(tmp_path):
@@ -414,19 +422,19 @@ def test_raw_step_times_not_the_stored_summary_make_the_page(tmp_path):
     results = "rayleigh-study/band/step-time.json"
     docs = copy_docs(tmp_path, page, results)
     check = configurations.render_results
-    check_page(page, results, "step_time.py", check, docs)
+    check_page(page, results, "cost/step_time.py", check, docs)
     document = harness.read_json(docs / results)
     # a summary edited by hand is summarised anew from the raw step times
     document["targets"] = []
     (docs / results).write_text(json.dumps(document), encoding="utf-8")
-    check_page(page, results, "step_time.py", check, docs)
+    check_page(page, results, "cost/step_time.py", check, docs)
     # a raw step time changed without a new page is caught
     runs = document["raw"]["timing"]["100"][0]["runs"]
     band = next(r for r in runs if r["key"] == "predictor_band_every_10")
     band["durations"] = [1.5 * d for d in band["durations"]]
     (docs / results).write_text(json.dumps(document), encoding="utf-8")
     with pytest.raises(AssertionError, match="has drifted"):
-        check_page(page, results, "step_time.py", check, docs)
+        check_page(page, results, "cost/step_time.py", check, docs)
 
 
 def test_an_edited_readme_table_is_caught(tmp_path):
@@ -447,7 +455,7 @@ def test_readme_introductory_block_is_rendered_from_its_results():
 
 
 def test_the_no_harm_decision_is_rendered_from_the_results():
-    import no_harm_page
+    from benchmarks.no_harm import no_harm_page
 
     block = harness.page_block(
         os.path.join(DOCS, introductory.PAGE), no_harm_page.SCRIPT

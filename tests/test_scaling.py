@@ -1,7 +1,7 @@
-"""The scaling study's arithmetic (``benchmarks/scaling.py``, its targets
-in ``scaling_setup.py`` and its page in ``scaling_page.py``) on hand-made
-step times, each expected value worked out here, and one quick run end to
-end (its page re-rendered from its results file)."""
+"""The scaling study's arithmetic (``benchmarks/scaling/scaling.py``, its
+targets in ``scaling_setup.py`` and its page in ``scaling_page.py``) on
+hand-made step times, each expected value worked out here, and one quick
+run end to end (its page re-rendered from its results file)."""
 
 import math
 import os
@@ -14,13 +14,13 @@ import torch
 from pina.model import FeedForward
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import bookkeeping  # noqa: E402
-import harness  # noqa: E402
-import scaling  # noqa: E402
-import scaling_page  # noqa: E402
-import scaling_setup  # noqa: E402
+from benchmarks import harness  # noqa: E402
+from benchmarks.scaling import bookkeeping  # noqa: E402
+from benchmarks.scaling import scaling  # noqa: E402
+from benchmarks.scaling import scaling_page  # noqa: E402
+from benchmarks.scaling import scaling_setup  # noqa: E402
 
 WARMUP = 2
 
@@ -325,13 +325,13 @@ def test_committed_page_shows_the_bookkeeping_with_its_command():
         os.path.join(ROOT, "docs", "scaling-bookkeeping.json")
     )
     block = harness.page_block(
-        os.path.join(ROOT, "docs", "scaling.md"), "scaling.py"
+        os.path.join(ROOT, "docs", "scaling.md"), "scaling/scaling.py"
     )
     found = bookkeeping.summarise(document)
     share = found["parts"]["bookkeeping"] / (10 * found["step"])
     assert document["settings"]["n"] == 100
     assert f"The bookkeeping is {share:.3f} of a step" in block
-    assert "- Command: `python benchmarks/bookkeeping.py`" in block
+    assert "- Command: `python benchmarks/scaling/bookkeeping.py`" in block
     assert f"- Date: {document['parts'][0]['date']}" in block
 
 
@@ -384,7 +384,7 @@ def test_memory_is_probed_in_the_first_rounds_only(monkeypatch):
         tasks.append(task)
         found = {"runs": [{"key": "exact_every_100", "durations": [0.5]}]}
         found.update(parameters=10, memory={"unweighted": 1}, chunks={})
-        return {"results": {"scaling:run_size": found}}
+        return {"results": {scaling.JOB: found}}
 
     monkeypatch.setattr(harness, "run_worker", worker)
     settings = dict(scaling_setup.QUICK, rounds=2, memory_rounds=2)
@@ -429,7 +429,7 @@ def test_quick_run_writes_page_figure_and_readme_block(tmp_path, monkeypatch):
     assert (folder / scaling_page.FIGURE).stat().st_size > 0
     # the results so far, kept while it ran, are gone once it has finished
     assert not (folder / "scaling.partial.json").exists()
-    block = harness.page_block(str(output), "scaling.py")
+    block = harness.page_block(str(output), "scaling/scaling.py")
     assert block == scaling_page.render(document)
     for entry in document["sizes"]:
         rows = entry["summary"]["rows"]
@@ -442,4 +442,4 @@ def test_quick_run_writes_page_figure_and_readme_block(tmp_path, monkeypatch):
     again = tmp_path / "again.md"
     results = str(folder / "scaling.json")
     assert scaling.main(["--from-json", results, "--output", str(again)]) == 0
-    assert harness.page_block(str(again), "scaling.py") == block
+    assert harness.page_block(str(again), "scaling/scaling.py") == block

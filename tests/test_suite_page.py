@@ -1,4 +1,4 @@
-"""The problem suite's page (``benchmarks/suite_page.py``) on hand-made
+"""The problem suite's page (``benchmarks/suite/suite_page.py``) on hand-made
 results files: each ratio, verdict and sentence worked out here."""
 
 import copy
@@ -9,13 +9,13 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import suite_page  # noqa: E402
+from benchmarks.suite import suite_page  # noqa: E402
 
 SETTINGS = dict(update_every=100, steps=3000, depth=3, width=64, lr=1e-3)
 SETTINGS.update(lr_decay=0.9, lr_decay_steps=1000, records=50, grid=101)
-PART = dict(command="python benchmarks/weightings.py --half confirmation")
+PART = dict(command="python benchmarks/suite/weightings.py --half confirmation")
 PART.update(date="2026-11-28 02:00 UTC", cpu="a CPU", cpus=2)
 #: Each weighting's error per problem and seed (none's: 1), constant over
 #: a run's records, so that each run's error is the value given.

@@ -1,4 +1,4 @@
-"""The suite's problems (``benchmarks/suite_problems.py``, the
+"""The suite's problems (``benchmarks/suite/suite_problems.py``, the
 ``confirmation-2`` half's in ``suite_plane_problems.py``): every condition's
 residual vanishes on the exact solution, data targets are the solution, and
 checks that fail on plausible mistakes (signs, coefficients, domains)."""
@@ -15,11 +15,11 @@ from pina.domain import Difference
 from pina.problem import TimeDependentProblem
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import suite_plane_problems as plane  # noqa: E402
-import suite_problems as suite  # noqa: E402
 from pina_ntk.integration.resampling import discretise_conditions  # noqa
+from benchmarks.suite import suite_plane_problems as plane  # noqa: E402
+from benchmarks.suite import suite_problems as suite  # noqa: E402
 
 #: Largest |residual| of a condition on the exact solution. In float64 the
 #: terms are at most about 2.5e3 (multiscale_1d's 250 pi^2 sin 50 pi x), so
@@ -244,7 +244,7 @@ def against(problem, condition, pts, *columns):
 
 
 def test_the_second_confirmation_half_is_new_stationary_and_mixed():
-    import suite_protocol
+    from benchmarks.suite import suite_protocol
 
     split = suite_protocol.read_split()
     second = split["confirmation-2"]
@@ -264,7 +264,7 @@ def test_weightings_plans_five_seeds_per_confirmation_2_setting(
 ):
     """``weightings.py --half confirmation-2`` plans the suite's weightings,
     five seeds each, with each setting's network; stopped before any run."""
-    import weightings
+    from benchmarks.suite import weightings
 
     planned, plan = [], weightings.plan_jobs
 

@@ -1,5 +1,5 @@
 """The suite's split file and decision protocol
-(``benchmarks/suite_protocol.py``) on hand-made results, every expected
+(``benchmarks/suite/suite_protocol.py``) on hand-made results, every expected
 value worked out here."""
 
 import ast
@@ -12,9 +12,9 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+sys.path.insert(0, ROOT)
 
-import suite_protocol as protocol  # noqa: E402
+from benchmarks.suite import suite_protocol as protocol  # noqa: E402
 
 
 def run(problem, weighting, seed, errors, status="ok", steps=None):
@@ -132,10 +132,43 @@ def test_no_benchmark_file_is_over_600_lines():
     for path in benchmark_files():
         with open(path, "rb") as handle:
             lines[os.path.relpath(path, ROOT)] = handle.read().count(b"\n")
-    names = {os.path.basename(path) for path in lines}
-    assert {"suite_problems.py", "suite-split.toml"} <= names
+    # the shared files and the studies' folders below them
+    names = {path.replace(os.sep, "/") for path in lines}
+    expected = {"benchmarks/harness.py", "benchmarks/suite/suite-split.toml"}
+    assert expected <= names
     over = {path: count for path, count in lines.items() if count > FILE_LINES}
     assert not over, f"over {FILE_LINES} lines: {over}"
+
+
+def drawn_benchmark_files(page):
+    """The files the tree of ``page``'s section *The benchmarks* draws,
+    below the root, each at its depth (four columns a level)."""
+    with open(page, encoding="utf-8") as handle:
+        text = handle.read()
+    start = text.index("```\n", text.index("## The benchmarks")) + 4
+    lines = text[start : text.index("```", start)].splitlines()
+    found, folders = [], [lines[0].rstrip("/")]
+    for line in lines[1:]:
+        match = re.match(r"^([│ ]*)[├└]── (\S+)", line)
+        if match:
+            depth = len(match.group(1)) // 4 + 1
+            folders[depth:] = [match.group(2).rstrip("/")]
+            if not match.group(2).endswith("/"):
+                found.append("/".join(folders))
+    return found
+
+
+def test_the_architecture_page_draws_every_benchmark_file():
+    # docs/architecture.md: a line per file (the packages' __init__.py
+    # aside), each file once, none that is gone
+    page = os.path.join(ROOT, "docs", "architecture.md")
+    drawn = drawn_benchmark_files(page)
+    files = {
+        os.path.relpath(path, ROOT).replace(os.sep, "/")
+        for path in benchmark_files()
+        if not path.endswith("__init__.py")
+    }
+    assert len(drawn) == len(set(drawn)) and set(drawn) == files
 
 
 def packed_lines(source):

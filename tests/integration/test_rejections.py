@@ -40,8 +40,8 @@ from helpers import (
     own_problem,
 )
 
-BENCHMARKS = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks")
-sys.path.insert(0, os.path.abspath(BENCHMARKS))
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+sys.path.insert(0, os.path.abspath(ROOT))
 
 
 def rejection_warnings(record):
@@ -370,8 +370,8 @@ def test_a_suite_setting_whose_default_never_weighted_now_does():
     # interior points, whose cross terms drown them from the warm start on:
     # before, every proposal was rejected and the run was the plain sum's
     # to the bit
-    import weightings as suite_runs
-    from weightings_setup import FULL
+    from benchmarks.suite import weightings as suite_runs
+    from benchmarks.suite.weightings_setup import FULL
 
     settings = dict(FULL, steps=12, records=2)
     (job,) = suite_runs.plan_jobs(

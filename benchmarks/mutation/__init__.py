@@ -1,0 +1,1 @@
+"""Mutation testing of ``pina_ntk``: mutmut's score per module."""
