@@ -66,7 +66,7 @@ PAGES = [
         (f"suite/{half}/weightings.md", f"suite/{half}/weightings.json")
         + ("suite/weightings.py", None)
         for half in ("tuning", "confirmation", "confirmation-2")
-        + ("band-diagnosis", "causal")
+        + ("band-diagnosis",)
         + tuple(f"rejections/{half}" for half in suite_page.protocol.HALVES)
     ),
     *(
