@@ -227,15 +227,18 @@ def rendered_formulas(page):
     CHROMIUM is None,
     reason="no Chromium: apt-get install chromium (docs/testing.md)",
 )
-def test_the_estimators_page_shows_its_formulas_with_the_network_off(site):
+def test_the_estimators_page_shows_its_formulas_with_the_network_off(
+    site, tmp_path
+):
     page = site / "estimators.html"
     html = page.read_text(encoding="utf-8")
     formulas = html.count('class="math notranslate nohighlight"')
     assert formulas > 50
     # every formula a reader sees is typeset: none left as raw \( ... \)
     assert rendered_formulas(page) == formulas
-    # the same page loading MathJax from its CDN shows none offline
-    cdn = page.with_name("estimators-cdn.html")
+    # the same page loading MathJax from its CDN shows none offline (written
+    # outside the site, which the other tests read)
+    cdn = tmp_path / "estimators-cdn.html"
     cdn.write_text(
         html.replace(
             f'src="{MATHJAX}"',
