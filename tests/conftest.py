@@ -33,3 +33,11 @@ def float64():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    # the order of this run, shown under -q too (pytest-randomly's own line
+    # is a header, which -q hides): --randomly-seed=N repeats it
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int):
+        terminalreporter.write_line(f"test order: --randomly-seed={seed}")
