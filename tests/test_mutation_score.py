@@ -5,6 +5,7 @@ reads."""
 import hashlib
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -270,3 +271,41 @@ def test_a_whole_layer_runs_from_scratch_and_a_module_reuses_its_copy(
     mutation_score.main(["--layer", "core"])
     # earlier results would stand, and the run time would be a rerun's
     assert removed == ["S/core/mutants"]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_module_run_maps_the_tests_afresh_unless_told_to_keep(
+    tmp_path, monkeypatch, keep
+):
+    # mutmut adds only new tests to a kept map of which tests call which
+    # function: a function it newly mutates would have none
+    results = tmp_path / "results.json"
+    mutation_score.harness.write_json(
+        str(results),
+        {"script": "mutation/mutation_score.py", "parts": [], "statuses": {},
+         "equivalent": []},
+    )  # fmt: skip
+    stats = tmp_path / "integration" / "mutants" / "mutmut-stats.json"
+    stats.parent.mkdir(parents=True)
+    stats.write_text("{}")
+    monkeypatch.setattr(mutation_score, "RESULTS", str(results))
+    monkeypatch.setattr(
+        mutation_score, "scratch_project", lambda l: str(tmp_path / l)
+    )
+    monkeypatch.setattr(mutation_score, "mutant_statuses", lambda f: {})
+    monkeypatch.setattr(mutation_score.subprocess, "run", lambda c, **k: 0)
+    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
+    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
+    argv = ["--layer", "integration", "--module", "callback"]
+    mutation_score.main(argv + (["--keep-stats"] if keep else []))
+    assert stats.exists() == keep
+
+
+def test_the_core_layer_leaves_out_the_size_test_only():
+    # the size test reads the source, which mutmut's copy inflates
+    _, tests, _ = mutation_score.LAYERS["core"]
+    assert tests[0] == "tests/core"
+    assert tests[1:] == ["--deselect", mutation_score.SIZE_TEST]
+    path, name = mutation_score.SIZE_TEST.split("::")
+    source = (Path(mutation_score.ROOT) / path).read_text()
+    assert f"def {name}(" in source

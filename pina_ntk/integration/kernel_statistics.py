@@ -83,7 +83,6 @@ class KernelStatistics:
 
     def __init__(self, weighting, reduction, global_sum=local_sum):
         self.weighting = weighting
-        self.reduction = reduction
         self.global_sum = global_sum
         #: The optimisation step, from 0.
         self.step = 0

@@ -4,8 +4,6 @@ import itertools
 import math
 import warnings
 
-import torch
-
 from ..core.checks import check_int, check_rate
 from ..core.estimators import (
     PointCouplingError,

@@ -301,7 +301,6 @@ def check_kernel_training(trainer, solver):
     return weighting
 
 
-@torch.no_grad()
 def residual_loss_scales(solver, calls, residuals, batch_index):
     """
     The factors by which a solver's condition loss weighs each recorded
@@ -348,51 +347,52 @@ def residual_loss_scales(solver, calls, residuals, batch_index):
         points takes the matching rows).
     :rtype: list[tuple]
     """
-    owners = [name for name, _, _ in calls]
-    scales = [(None, False)] * len(residuals)
-    if isinstance(solver, CausalPhysicsInformedSingleModelSolver):
-        for name in solver.regularized_conditions:
-            if isinstance(
-                solver.problem.conditions[name], InputTargetCondition
-            ):
-                continue
-            indices = [i for i, owner in enumerate(owners) if owner == name]
-            losses = torch.stack(
-                [_entry_losses(solver, residuals[i]) for i in indices]
-            )
-            factors = torch.exp(-solver.eps * torch.cumsum(losses, dim=0))
-            for i, factor in zip(indices, factors):
-                scales[i] = (factor.sqrt(), True)
-    elif isinstance(solver, RBAPhysicsInformedSingleModelSolver):
-        for i, (owner, residual) in enumerate(zip(owners, residuals)):
-            if owner in solver.regularized_conditions:
-                buffer = getattr(solver, solver.weight_buffers[owner])
-                rows = _cyclic_rows(residual, buffer, batch_index)
-                scales[i] = (buffer[rows].sqrt(), True)
-    elif isinstance(solver, SelfAdaptivePhysicsInformedSolver):
-        for i, (owner, residual) in enumerate(zip(owners, residuals)):
-            weights = solver.weights.func(getattr(solver.weights, owner))
-            rows = _cyclic_rows(residual, weights, batch_index)
-            scales[i] = (weights[rows].sqrt(), True)
-    elif isinstance(solver, CompetitivePhysicsInformedSolver):
-        variables = solver.problem.input_variables
-        for i, (_, _, data) in enumerate(calls):
-            bets = solver.discriminator(data["input"][variables])
-            scales[i] = (bets, True)
-    elif isinstance(solver, AutoregressiveSingleModelSolver) and solver.eps:
-        for i, owner in enumerate(owners):
-            averages = solver._running_avg[owner]
-            factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
-            scales[i] = (factors.sqrt(), False)
-    elif isinstance(solver, AutoregressiveEnsembleSolver) and solver.eps:
-        found = _member_running_averages(solver, owners, residuals)
-        for i, averages in found.items():
-            factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
-            scales[i] = (factors.sqrt(), False)
-    return [
-        (None if s is None else as_plain_tensor(s).detach().clone(), p)
-        for s, p in scales
-    ]
+    with torch.no_grad():
+        owners = [name for name, _, _ in calls]
+        scales = [(None, False)] * len(residuals)
+        if isinstance(solver, CausalPhysicsInformedSingleModelSolver):
+            for name in solver.regularized_conditions:
+                if isinstance(
+                    solver.problem.conditions[name], InputTargetCondition
+                ):
+                    continue
+                indices = [i for i, owner in enumerate(owners) if owner == name]
+                losses = torch.stack(
+                    [_entry_losses(solver, residuals[i]) for i in indices]
+                )
+                factors = torch.exp(-solver.eps * torch.cumsum(losses, dim=0))
+                for i, factor in zip(indices, factors):
+                    scales[i] = (factor.sqrt(), True)
+        elif isinstance(solver, RBAPhysicsInformedSingleModelSolver):
+            for i, (owner, residual) in enumerate(zip(owners, residuals)):
+                if owner in solver.regularized_conditions:
+                    buffer = getattr(solver, solver.weight_buffers[owner])
+                    rows = _cyclic_rows(residual, buffer, batch_index)
+                    scales[i] = (buffer[rows].sqrt(), True)
+        elif isinstance(solver, SelfAdaptivePhysicsInformedSolver):
+            for i, (owner, residual) in enumerate(zip(owners, residuals)):
+                weights = solver.weights.func(getattr(solver.weights, owner))
+                rows = _cyclic_rows(residual, weights, batch_index)
+                scales[i] = (weights[rows].sqrt(), True)
+        elif isinstance(solver, CompetitivePhysicsInformedSolver):
+            variables = solver.problem.input_variables
+            for i, (_, _, data) in enumerate(calls):
+                bets = solver.discriminator(data["input"][variables])
+                scales[i] = (bets, True)
+        elif isinstance(solver, AutoregressiveSingleModelSolver) and solver.eps:
+            for i, owner in enumerate(owners):
+                averages = solver._running_avg[owner]
+                factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
+                scales[i] = (factors.sqrt(), False)
+        elif isinstance(solver, AutoregressiveEnsembleSolver) and solver.eps:
+            found = _member_running_averages(solver, owners, residuals)
+            for i, averages in found.items():
+                factors = torch.exp(-solver.eps * torch.cumsum(averages, dim=0))
+                scales[i] = (factors.sqrt(), False)
+        return [
+            (None if s is None else as_plain_tensor(s).detach().clone(), p)
+            for s, p in scales
+        ]
 
 
 def _cyclic_rows(residual, buffer, batch_index):

@@ -314,21 +314,21 @@ class StepSchedule:
             )
         self.points = points
 
-    @torch.no_grad()
     def _update_weights(self, residuals, sizes):
         """Weights from the averaged estimates, through the safeguard;
         ``residuals`` are the flat blocks of ``R(theta_t)``."""
-        traces = self.run.estimates.traces(
-            sizes, lambda new: self._isolated_statistics(residuals, new)
-        )
-        self.run.proposals.propose(
-            traces,
-            residuals,
-            sizes,
-            self.run.step,
-            self.run.estimates.gradient_norms,
-            self._inverse_roles,
-        )
+        with torch.no_grad():
+            traces = self.run.estimates.traces(
+                sizes, lambda new: self._isolated_statistics(residuals, new)
+            )
+            self.run.proposals.propose(
+                traces,
+                residuals,
+                sizes,
+                self.run.step,
+                self.run.estimates.gradient_norms,
+                self._inverse_roles,
+            )
 
     def _isolated_statistics(self, residuals, new):
         """

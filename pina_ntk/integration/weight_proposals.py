@@ -47,7 +47,6 @@ class WeightProposals:
         #: ``(C,)`` trace estimates behind :attr:`weights`.
         self.traces = None
 
-    @torch.no_grad()
     def propose(self, traces, residuals, sizes, step, gradients, roles):
         """
         Form weights from ``traces`` and make them the weights unless the
@@ -65,48 +64,53 @@ class WeightProposals:
         :param tuple roles: ``(entered, observed)`` bools of an inverse
             problem's conditions (``unknowns="observations_first"``).
         """
-        weighting = self.weighting
-        previous = self.weights
-        if previous is None:
-            previous = torch.ones_like(traces)
-        weights, ok = guarded_weights(
-            traces, sizes, previous, self.reduction, weighting.weight_bounds
-        )
-        if gradients is not None:
-            # previous weights (kept on unusable traces) carry their factor
-            factors = gradient_band_factors(
-                weights, gradients, weighting.gradient_band
+        with torch.no_grad():
+            weighting = self.weighting
+            previous = self.weights
+            if previous is None:
+                previous = torch.ones_like(traces)
+            weights, ok = guarded_weights(
+                traces, sizes, previous, self.reduction, weighting.weight_bounds
             )
-            banded = (weights * factors).clamp(*weighting.weight_bounds)
-            weights = torch.where(ok, banded, weights)
-        fraction = ramp_fraction(step, weighting.ramp_steps)
-        if fraction < 1.0:
-            # previous weights (kept on unusable traces) were ramped already
-            ramped = ramped_weights(weights, sizes, self.reduction, fraction)
-            ramped = ramped.clamp(*weighting.weight_bounds)
-            weights = torch.where(ok, ramped, weights)
-        if weighting.unknowns == "observations_first":
-            weights = observations_first(weights, *roles)
-        self.reports.count(weights, traces, ok, weighting.weight_bounds)
-        accept = torch.ones_like(ok)
-        guard = weighting.safeguard
-        if guard is not None:
-            # in the traces' precision: under mixed precision a step between
-            # refreshes passes the step's own (half-precision) residual
-            flat = [r.to(traces.dtype) for r in residuals]
-            residual_sq = self.global_sum(sum(torch.dot(r, r) for r in flat))
-            proposed = entry_weights(weights, sizes, self.reduction)
-            if self.weights is None:
-                guard.start(proposed, residual_sq)
-            else:
-                current = entry_weights(previous, sizes, self.reduction)
-                accept, _ = guard.review(
-                    proposed, current, residual_sq, step - 1
+            if gradients is not None:
+                # previous weights (kept on unusable traces) carry their factor
+                factors = gradient_band_factors(
+                    weights, gradients, weighting.gradient_band
                 )
-                weights = torch.where(accept, weights, previous)
-        self.reports.count_proposal(traces, ok, accept)
-        self.weights = weights.detach()
-        self.traces = traces.detach()
+                banded = (weights * factors).clamp(*weighting.weight_bounds)
+                weights = torch.where(ok, banded, weights)
+            fraction = ramp_fraction(step, weighting.ramp_steps)
+            if fraction < 1.0:
+                # previous weights (kept on unusable traces) were ramped already
+                ramped = ramped_weights(
+                    weights, sizes, self.reduction, fraction
+                )
+                ramped = ramped.clamp(*weighting.weight_bounds)
+                weights = torch.where(ok, ramped, weights)
+            if weighting.unknowns == "observations_first":
+                weights = observations_first(weights, *roles)
+            self.reports.count(weights, traces, ok, weighting.weight_bounds)
+            accept = torch.ones_like(ok)
+            guard = weighting.safeguard
+            if guard is not None:
+                # in the traces' precision: under mixed precision a step between
+                # refreshes passes the step's own (half-precision) residual
+                flat = [r.to(traces.dtype) for r in residuals]
+                residual_sq = self.global_sum(
+                    sum(torch.dot(r, r) for r in flat)
+                )
+                proposed = entry_weights(weights, sizes, self.reduction)
+                if self.weights is None:
+                    guard.start(proposed, residual_sq)
+                else:
+                    current = entry_weights(previous, sizes, self.reduction)
+                    accept, _ = guard.review(
+                        proposed, current, residual_sq, step - 1
+                    )
+                    weights = torch.where(accept, weights, previous)
+            self.reports.count_proposal(traces, ok, accept)
+            self.weights = weights.detach()
+            self.traces = traces.detach()
 
     def state_dict(self):
         """:return: The weights and traces. :rtype: dict"""

@@ -25,10 +25,27 @@ def test_ramp_fraction(step, steps, expected):
     assert ramp_fraction(step, steps) == pytest.approx(expected)
 
 
-def test_no_ramp_leaves_the_weights():
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_no_ramp_leaves_the_weights_bit_for_bit(reduction):
+    """At the ramp's end the weights are the NTK weights themselves, not
+    ``u_c (w_c / u_c)``, which differs in the last bit with ``sum``'s
+    ``u_c = 1 / n_c`` (here for ``n_c = 3`` and ``7``)."""
     weights = torch.tensor([3.0, 0.2, 1.5])
-    sizes = torch.tensor([10, 2, 4])
-    assert torch.equal(ramped_weights(weights, sizes, "mean", 1.0), weights)
+    sizes = torch.tensor([10, 3, 7])
+    out = ramped_weights(weights, sizes, reduction, 1.0)
+    assert torch.equal(out, weights)
+
+
+def test_the_ramp_computes_in_the_weights_precision():
+    """Integer sizes and float64 weights: the uniform weights ``1 / n_c``
+    are formed in float64 too (in float32, ``1/3`` is off by ``1e-8``)."""
+    weights = torch.tensor([0.3, 0.02, 1.5], dtype=torch.float64)
+    sizes = torch.tensor([10, 3, 7])
+    out = ramped_weights(weights, sizes, "sum", 0.5)
+    uniform = 1 / torch.tensor([10.0, 3.0, 7.0], dtype=torch.float64)
+    expected = uniform * (weights / uniform).sqrt()
+    assert out.dtype == torch.float64
+    assert torch.allclose(out, expected, rtol=1e-14, atol=0)
 
 
 def test_the_start_is_no_weighting_with_the_mean_reduction():

@@ -1,5 +1,9 @@
 """The weight formula and its guards (``pina_ntk.core.weights``)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -154,3 +158,38 @@ def test_observations_first_changes_nothing_without_unknowns_or_data():
     none, first, second = (False, False), (True, False), (False, True)
     assert observations_first(weights, none, second).equal(weights)
     assert observations_first(weights, first, none).equal(weights)
+
+
+def test_observations_first_keeps_the_weights_device():
+    """The flags are put on the weights' device: on another device than
+    the CPU (here ``meta``, which stands for a GPU on this machine),
+    ``torch.where`` refuses a condition left on the CPU. A ``meta`` tensor
+    holds no values, so selecting by a mask needs torch's flag that
+    assumes every entry set; this test checks the device, the ones above
+    the values. It runs in a fresh interpreter, where torch's
+    configuration is its own and not what earlier tests left."""
+    code = (
+        "import torch, torch.fx.experimental._config as c\n"
+        "c.meta_nonzero_assume_all_nonzero = True\n"
+        "from pina_ntk.core.weights import observations_first\n"
+        "w = torch.tensor([1500.0, 0.9, 0.8], device='meta')\n"
+        "out = observations_first(w, (True, False, False), (False, True, False))\n"
+        "print(out.device, tuple(out.shape))\n"
+    )
+    # on the CPU, in this process (where mutation testing sees the call)
+    weights = torch.tensor([1500.0, 0.9, 0.8])
+    capped = observations_first(
+        weights, (True, False, False), (False, True, False)
+    )
+    assert capped.device == weights.device
+    assert capped.tolist() == pytest.approx([0.9, 0.9, 0.8])
+    # the package this process imports, wherever it is imported from
+    path = os.pathsep.join(sys.path)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["meta", "(3,)"]

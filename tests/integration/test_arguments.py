@@ -55,6 +55,7 @@ from helpers import make_solver, make_trainer, mlp, untouched_line_problem
         ({"ramp_steps": -1}, "ramp_steps"),
         ({"ramp_steps": 2.5}, "ramp_steps"),
         ({"ramp_steps": None}, "ramp_steps"),
+        ({"unknowns": "joint"}, "unknowns"),
     ],
 )
 def test_sketch_weighting_arguments(kwargs, argument):
@@ -78,6 +79,7 @@ def test_sketch_weighting_arguments(kwargs, argument):
         ({"gradient_band": float("nan")}, "gradient_band"),
         ({"ramp_steps": -5}, "ramp_steps"),
         ({"ramp_steps": True}, "ramp_steps"),
+        ({"unknowns": "kernels"}, "unknowns"),
     ],
 )
 def test_exact_weighting_arguments(kwargs, argument):

@@ -63,6 +63,35 @@ def test_a_later_fit_keeps_the_seed_and_a_given_seed_is_used():
     assert seeded.seed == 11
 
 
+def test_a_later_fit_on_another_device_takes_the_state_there():
+    # a second Trainer on another device: the weights, estimates and counts
+    # move with the run (``meta`` stands for a GPU on this machine; no
+    # probe is drawn, so the stream's device is not exercised here)
+    weighting = trained(NTKWeighting(), steps=2)
+    statistics = weighting.driver
+    before = statistics.state_dict()
+    assert statistics.proposals.weights.device.type == "cpu"
+    generators = []
+    host_generator = torch.Generator
+
+    def generator(device=None):
+        generators.append(device)
+        return host_generator()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(torch, "Generator", generator)
+        statistics.start(torch.device("meta"))
+        assert generators == [torch.device("meta")]
+        assert statistics.proposals.weights.device.type == "meta"
+        after = statistics.state_dict()
+        assert after["step"] == before["step"] == 2
+        assert after["seed"] == before["seed"]
+        assert after["names"] == before["names"]
+        # the same device again: the state stays where it is
+        statistics.start(torch.device("meta"))
+        assert statistics.proposals.weights.device.type == "meta"
+
+
 def test_one_holder_at_a_time_and_a_released_one_is_taken_over():
     statistics = KernelStatistics(NTKWeighting(), "mean")
     first, second = object(), object()
@@ -70,11 +99,15 @@ def test_one_holder_at_a_time_and_a_released_one_is_taken_over():
     statistics.acquire(first)  # the same callback again (validate, test)
     with pytest.raises(ValueError) as error:
         statistics.acquire(second)
-    message = str(error.value)
-    assert "driven by another NTKCallback whose Trainer is still running" in (
-        message
+    assert str(error.value) == (
+        "This weighting is driven by another NTKCallback whose Trainer is "
+        "still running (two NTKCallbacks in one Trainer, or a second "
+        "Trainer started inside the first one's fit). Pass at most one "
+        "NTKCallback per Trainer and run one Trainer at a time: a later "
+        "Trainer takes the weighting over once the earlier one's fit, "
+        "validate or test has returned. To train two solvers side by side, "
+        "give each its own weighting."
     )
-    assert "run one Trainer at a time" in message
     statistics.release(second)  # not the holder: nothing changes
     assert statistics.holder is first
     statistics.release(first)
