@@ -14,13 +14,18 @@ from pina.solver import (
 
 from pina_ntk.core.gradient_band import ConditionGradientTap
 from pina_ntk.integration.diagnostics import condition_calls
-from pina_ntk.integration.recording import UNKNOWN_PREFIX, ResidualRecorder
+from pina_ntk.integration.recording import (
+    UNKNOWN_PREFIX,
+    ResidualRecorder,
+    group_blocks,
+)
 
 from helpers import (
     inverse_line_problem,
     make_problem,
     make_trainer,
     mlp,
+    multi_model_solver,
     plain_evaluate,
 )
 
@@ -172,4 +177,29 @@ def test_without_unknowns_no_condition_is_entered():
     # bools, as observations_first reads them
     assert entered == (False, False) and observed == (False, False)
     assert all(type(flag) is bool for flag in entered)
+    recorder.detach()
+
+
+def test_the_competitive_solvers_bets_follow_their_points_into_chunks():
+    # the discriminator's bet on each point scales that point's residual:
+    # a replay in chunks of points takes each chunk's own bets
+    solver = multi_model_solver("competitive", None, n=10)
+    make_trainer(solver, 1, ntk=False).train()
+    recorder = ResidualRecorder(solver)
+    recorder.attach()
+    recorder.start()
+    for name, _, batch in condition_calls(solver):
+        solver.problem.conditions[name].evaluate(batch, solver)
+    names = ["D", "boundary"]
+    params = recorder.parameters()
+    scaled = [block.detach() for block in recorder.blocks(names)]
+    owners = [name for name, _, _ in recorder.calls]
+    plain = group_blocks(owners, recorder.residuals, names)
+    for a, b in zip(plain, scaled):  # the bets matter here
+        assert not torch.allclose(a.detach(), b)
+    whole = recorder.residual_fn(names)(params)
+    chunked = recorder.residual_fn(names, 3)(params)
+    for block, a, b in zip(scaled, whole, chunked):
+        torch.testing.assert_close(a.detach(), block)
+        torch.testing.assert_close(b, block)
     recorder.detach()
