@@ -33,6 +33,16 @@ NAMES = ["D", "left", "data"]
 MU = UNKNOWN_PREFIX + "mu"
 
 
+def recorded_step(solver, unknowns="observations_first"):
+    """A started recorder of ``solver``, each condition evaluated once."""
+    recorder = ResidualRecorder(solver, unknowns=unknowns)
+    recorder.attach()
+    recorder.start()
+    for name, _, batch in condition_calls(solver):
+        solver.problem.conditions[name].evaluate(batch, solver)
+    return recorder
+
+
 def recorded_line_step(unknowns):
     """The inverse line problem, ``mu`` at 3 above its domain's 2, each
     condition evaluated once through a started recorder."""
@@ -41,12 +51,7 @@ def recorded_line_step(unknowns):
         inverse_line_problem(2.0, 3.0), mlp(1, 1)
     )
     make_trainer(solver, 0, ntk=False).train()  # PINA's set-up
-    recorder = ResidualRecorder(solver, unknowns=unknowns)
-    recorder.attach()
-    recorder.start()
-    for name, _, batch in condition_calls(solver):
-        solver.problem.conditions[name].evaluate(batch, solver)
-    return solver, recorder
+    return solver, recorded_step(solver, unknowns)
 
 
 def blocks_by_chunks(function, params, points):
@@ -168,11 +173,7 @@ def test_without_unknowns_no_condition_is_entered():
         make_problem("poisson", n=8), mlp(2, 1, width=6)
     )
     make_trainer(solver, 0, ntk=False).train()
-    recorder = ResidualRecorder(solver)
-    recorder.attach()
-    recorder.start()
-    for name, _, batch in condition_calls(solver):
-        solver.problem.conditions[name].evaluate(batch, solver)
+    recorder = recorded_step(solver)
     entered, observed = recorder.inverse_roles(["D", "boundary"])
     # bools, as observations_first reads them
     assert entered == (False, False) and observed == (False, False)
@@ -185,11 +186,7 @@ def test_the_competitive_solvers_bets_follow_their_points_into_chunks():
     # a replay in chunks of points takes each chunk's own bets
     solver = multi_model_solver("competitive", None, n=10)
     make_trainer(solver, 1, ntk=False).train()
-    recorder = ResidualRecorder(solver)
-    recorder.attach()
-    recorder.start()
-    for name, _, batch in condition_calls(solver):
-        solver.problem.conditions[name].evaluate(batch, solver)
+    recorder = recorded_step(solver)
     names = ["D", "boundary"]
     params = recorder.parameters()
     scaled = [block.detach() for block in recorder.blocks(names)]
