@@ -17,7 +17,11 @@ float64 too.
 import lightning
 import pytest
 import torch
-from pina import LabelTensor
+from pina import Condition, LabelTensor
+from pina.domain import CartesianDomain
+from pina.equation import Equation, FixedValue
+from pina.operator import grad, laplacian
+from pina.problem import SpatialProblem, TimeDependentProblem
 from pina.solver import (
     AutoregressiveSingleModelSolver,
     CausalPhysicsInformedSingleModelSolver,
@@ -85,6 +89,74 @@ def test_causal_solver_kernel_is_its_time_weighted_residual():
         assert traces[name] == pytest.approx(
             trace(plain_residual, solver), rel=1e-6
         )
+
+
+def heat_residual(input_, output_):
+    """``u_t - u_xx / 10``."""
+    u_t = grad(output_, input_, components=["u"], d=["t"])
+    u_xx = laplacian(output_, input_, components=["u"], d=["x"])
+    return u_t - u_xx / 10
+
+
+def heat_with_data():
+    """A heat problem whose data condition comes first: the causal solver
+    regularises ``data`` and ``D``, and PINA leaves the data condition's
+    loss as it is (its class has its own conditions: ``own_problem``
+    cannot copy a data condition)."""
+    lightning.seed_everything(0, verbose=False)
+    x = LabelTensor(torch.rand(5, 2), ["x", "t"])
+    target = LabelTensor(torch.sin(torch.pi * x.extract(["x"]).tensor), ["u"])
+
+    class HeatWithData(SpatialProblem, TimeDependentProblem):
+        output_variables = ["u"]
+        spatial_domain = CartesianDomain({"x": [0, 1]})
+        temporal_domain = CartesianDomain({"t": [0, 1]})
+        domains = {
+            "D": CartesianDomain({"x": [0, 1], "t": [0, 1]}),
+            "t0": CartesianDomain({"x": [0, 1], "t": 0}),
+        }
+        conditions = {
+            "data": Condition(input=x, target=target),
+            "D": Condition(domain="D", equation=Equation(heat_residual)),
+            "t0": Condition(domain="t0", equation=FixedValue(0.0)),
+        }
+
+    problem = HeatWithData()
+    problem.discretise_domain(6, "random", domains=["D", "t0"])
+    return problem
+
+
+def test_causal_solver_leaves_a_regularised_data_condition_plain():
+    # a data condition named before "D" in the regularised conditions:
+    # its loss stays plain, and "D" still takes its time factors
+    eps, slices = 50.0, 3
+    solver = CausalPhysicsInformedSingleModelSolver(
+        heat_with_data(),
+        mlp(2, 1, width=6),
+        weighting=NTKWeighting(safeguard=None),
+        eps=eps,
+        n_steps=slices,
+        regularized_conditions=["data", "D"],
+    )
+    traces, batch = first_step_traces(solver)
+    spatial = batch["D"]["input"].extract(solver.spatial_variables)
+    residuals = []
+    for time in torch.linspace(0, 1, slices):
+        times = LabelTensor(torch.full((len(spatial), 1), float(time)), ["t"])
+        points = LabelTensor.cat([spatial, times], dim=1).requires_grad_(True)
+        residuals.append(evaluate(solver, "D", {"input": points}))
+    squares = torch.stack([r.detach() ** 2 for r in residuals])
+    factors = torch.exp(-eps * torch.cumsum(squares, dim=0))
+    assert float(factors.min()) < 0.9
+    effective = torch.cat([f.sqrt() * r for f, r in zip(factors, residuals)])
+    assert traces["D"] == pytest.approx(trace(effective, solver), rel=1e-6)
+    data = batch["data"]
+    misfit = solver.forward(data["input"]) - data["target"]
+    misfit = torch.Tensor.as_subclass(misfit, torch.Tensor)
+    assert pina_condition_loss(solver, "data", data) == pytest.approx(
+        float((misfit.detach() ** 2).mean()), rel=1e-12
+    )
+    assert traces["data"] == pytest.approx(trace(misfit, solver), rel=1e-6)
 
 
 @pytest.mark.parametrize("chunk_size", [8, 3])
