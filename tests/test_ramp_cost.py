@@ -1,6 +1,7 @@
-"""``benchmarks/no_harm/ramp_cost.py``: the per-round measure, the verdict and a
-smoke run."""
+"""``benchmarks/no_harm/ramp_cost.py`` and ``exact_refresh_cost.py``: the
+per-round measure, the verdict, the measured weighting and a smoke run."""
 
+import json
 import math
 import os
 import sys
@@ -10,7 +11,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.no_harm import ramp_cost  # noqa: E402
+from benchmarks.no_harm import exact_refresh_cost, ramp_cost  # noqa: E402
 
 C, P = ramp_cost.CANDIDATE, ramp_cost.PUBLISHED
 
@@ -26,7 +27,7 @@ def test_a_round_is_the_geometric_mean_over_settings_of_the_ratio():
     assert found == pytest.approx([1.0, math.sqrt(2)])
 
 
-def _document(values):
+def _document(values, candidate=C):
     part = {
         "command": "python benchmarks/no_harm/ramp_cost.py",
         "date": "d",
@@ -34,8 +35,14 @@ def _document(values):
         "cpus": 2,
         "versions": {"python": "3"},
     }
-    ratios = {"s": {C: list(values), P: [1.0] * len(values)}}
-    return {"part": part, "rounds": len(values), "steps": 200, "ratios": ratios}
+    ratios = {"s": {candidate: list(values), P: [1.0] * len(values)}}
+    return {
+        "part": part,
+        "rounds": len(values),
+        "steps": 200,
+        "weightings": ["none", P, candidate],
+        "ratios": ratios,
+    }
 
 
 @pytest.mark.parametrize(
@@ -51,15 +58,32 @@ def test_the_verdict_is_by_the_interval_over_rounds(values, verdict):
     assert f": **{verdict}**." in ramp_cost.render(_document(values))
 
 
-def test_a_quick_run_writes_elsewhere(tmp_path, monkeypatch):
+def test_the_page_judges_the_documents_weighting():
+    """A run of ``exact_refresh_cost.py`` is judged on the exact weights'
+    ratios (here 2x the sketch's: a miss), named as such; the ramp's
+    ratios in the same document (level with the sketch) are not read."""
+    document = _document((2.0, 2.1, 1.9), exact_refresh_cost.CANDIDATE)
+    for by in document["ratios"].values():
+        by[C] = [1.0, 1.0, 1.0]
+    page = ramp_cost.render(document)
+    assert "Target: `NTKWeighting(update_every_n_steps=10)` costs" in page
+    assert "| exact every 10 ÷ none |" in page
+    assert "Measured 2.000×" in page and ": **miss**." in page
+
+
+@pytest.mark.parametrize("study", [ramp_cost, exact_refresh_cost])
+def test_a_quick_run_writes_elsewhere(study, tmp_path, monkeypatch):
     import tempfile
 
-    committed = os.path.join(ROOT, "docs", ramp_cost.JSON)
+    committed = os.path.join(ROOT, "docs", study.JSON)
     before = open(committed, "rb").read() if os.path.exists(committed) else None
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    assert ramp_cost.main(["--quick", "--workers", "1"]) == 0
+    assert study.main(["--quick", "--workers", "1"]) == 0
     after = open(committed, "rb").read() if os.path.exists(committed) else None
     assert after == before
     (folder,) = tmp_path.glob("pina-ntk-quick-*")
-    assert (folder / ramp_cost.JSON).is_file()
-    assert "Target:" in (folder / ramp_cost.PAGE).read_text()
+    document = json.loads((folder / study.JSON).read_text())
+    candidate = "exact_10" if study is exact_refresh_cost else C
+    assert document["weightings"] == ["none", P, candidate]
+    assert document["script"] == study.SCRIPT
+    assert "Target:" in (folder / study.PAGE).read_text()

@@ -81,6 +81,16 @@ WEIGHTINGS = {
             "ramp_steps": 1000,
         },
     ),
+    # exact weights that follow the kernel within 10 or 20 steps: how the
+    # outcome depends on the refresh (issue #76's mechanism)
+    **{
+        f"ntk_exact_{every}": (
+            f"`NTKWeighting(update_every_n_steps={every})`",
+            "pina_ntk.NTKWeighting",
+            {"update_every_n_steps": every, "alpha": 1.0, "ramp_steps": 0},
+        )
+        for every in (10, 20)
+    },
     "pina_self_adaptive": (
         "PINA `SelfAdaptiveWeighting()`",
         "pina.weighting.SelfAdaptiveWeighting",

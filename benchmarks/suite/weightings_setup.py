@@ -101,6 +101,8 @@ WEIGHTINGS = {
         "sketch",
         {"gradient_band": None, "ramp_steps": 1000},
     ),
+    # exact weights that follow the kernel within ten steps (issue #76)
+    "exact_10": (EXACT + "10)`", "exact", {"update_every_n_steps": 10}),
     # SketchNTKWeighting() as shipped when run
     "default": ("`SketchNTKWeighting()` as shipped when run", "sketch", {}),
     # how the weights treat an inverse problem's unknowns (issue #69)
