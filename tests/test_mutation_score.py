@@ -247,25 +247,32 @@ def test_equivalents_page_names_only_mutants_of_the_layers(tmp_path):
     ]
 
 
-def test_a_whole_layer_runs_from_scratch_and_a_module_reuses_its_copy(
-    tmp_path, monkeypatch
-):
+def stub_mutmut_runs(tmp_path, monkeypatch, scratch_project):
+    """``mutation_score.main`` on empty results in ``tmp_path``, with
+    ``scratch_project`` for the scratch copy, mutmut's runs and statuses
+    and the page stubbed out."""
     results = tmp_path / "results.json"
     mutation_score.harness.write_json(
         str(results),
         {"script": "mutation/mutation_score.py", "parts": [], "statuses": {},
          "equivalent": []},
     )  # fmt: skip
-    removed = []
     monkeypatch.setattr(mutation_score, "RESULTS", str(results))
-    monkeypatch.setattr(mutation_score, "scratch_project", lambda l: "S/" + l)
+    monkeypatch.setattr(mutation_score, "scratch_project", scratch_project)
     monkeypatch.setattr(mutation_score, "mutant_statuses", lambda f: {})
     monkeypatch.setattr(mutation_score.subprocess, "run", lambda c, **k: 0)
+    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
+    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
+
+
+def test_a_whole_layer_runs_from_scratch_and_a_module_reuses_its_copy(
+    tmp_path, monkeypatch
+):
+    stub_mutmut_runs(tmp_path, monkeypatch, lambda l: "S/" + l)
+    removed = []
     monkeypatch.setattr(
         mutation_score.shutil, "rmtree", lambda p, **k: removed.append(p)
     )
-    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
-    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
     mutation_score.main(["--layer", "integration", "--module", "callback"])
     assert removed == []  # the named mutants are made again anyway
     mutation_score.main(["--layer", "core"])
@@ -279,23 +286,10 @@ def test_a_module_run_maps_the_tests_afresh_unless_told_to_keep(
 ):
     # mutmut adds only new tests to a kept map of which tests call which
     # function: a function it newly mutates would have none
-    results = tmp_path / "results.json"
-    mutation_score.harness.write_json(
-        str(results),
-        {"script": "mutation/mutation_score.py", "parts": [], "statuses": {},
-         "equivalent": []},
-    )  # fmt: skip
     stats = tmp_path / "integration" / "mutants" / "mutmut-stats.json"
     stats.parent.mkdir(parents=True)
     stats.write_text("{}")
-    monkeypatch.setattr(mutation_score, "RESULTS", str(results))
-    monkeypatch.setattr(
-        mutation_score, "scratch_project", lambda l: str(tmp_path / l)
-    )
-    monkeypatch.setattr(mutation_score, "mutant_statuses", lambda f: {})
-    monkeypatch.setattr(mutation_score.subprocess, "run", lambda c, **k: 0)
-    monkeypatch.setattr(mutation_score.harness, "write_page", lambda *a: None)
-    monkeypatch.setattr(mutation_score.harness, "page_block", lambda *a: "")
+    stub_mutmut_runs(tmp_path, monkeypatch, lambda l: str(tmp_path / l))
     argv = ["--layer", "integration", "--module", "callback"]
     mutation_score.main(argv + (["--keep-stats"] if keep else []))
     assert stats.exists() == keep

@@ -56,6 +56,20 @@ def trace(residual, solver):
 evaluate = plain_evaluate
 
 
+def time_sliced(solver, batch, eps, slices):
+    """``D``'s residual on each of the causal solver's time slices of the
+    batch's spatial points, their squares and the causal factors
+    ``exp(-eps * cumsum of the squares)``, derived here from PINA's rule."""
+    spatial = batch["D"]["input"].extract(solver.spatial_variables)
+    residuals = []
+    for time in torch.linspace(0, 1, slices):
+        times = LabelTensor(torch.full((len(spatial), 1), float(time)), ["t"])
+        points = LabelTensor.cat([spatial, times], dim=1).requires_grad_(True)
+        residuals.append(evaluate(solver, "D", {"input": points}))
+    squares = torch.stack([r.detach() ** 2 for r in residuals])
+    return residuals, squares, torch.exp(-eps * torch.cumsum(squares, dim=0))
+
+
 def test_causal_solver_kernel_is_its_time_weighted_residual():
     eps, slices = 50.0, 3
     lightning.seed_everything(0, verbose=False)
@@ -69,14 +83,7 @@ def test_causal_solver_kernel_is_its_time_weighted_residual():
         regularized_conditions=["D"],
     )
     traces, batch = first_step_traces(solver)
-    spatial = batch["D"]["input"].extract(solver.spatial_variables)
-    residuals = []
-    for time in torch.linspace(0, 1, slices):
-        times = LabelTensor(torch.full((len(spatial), 1), float(time)), ["t"])
-        points = LabelTensor.cat([spatial, times], dim=1).requires_grad_(True)
-        residuals.append(evaluate(solver, "D", {"input": points}))
-    squares = torch.stack([r.detach() ** 2 for r in residuals])
-    factors = torch.exp(-eps * torch.cumsum(squares, dim=0))
+    residuals, squares, factors = time_sliced(solver, batch, eps, slices)
     assert float(factors.min()) < 0.9  # the time weights matter here
     # the factors are the solver's: its loss is mean(f * r^2)
     assert pina_condition_loss(solver, "D", batch["D"]) == pytest.approx(
@@ -139,14 +146,7 @@ def test_causal_solver_leaves_a_regularised_data_condition_plain():
         regularized_conditions=["data", "D"],
     )
     traces, batch = first_step_traces(solver)
-    spatial = batch["D"]["input"].extract(solver.spatial_variables)
-    residuals = []
-    for time in torch.linspace(0, 1, slices):
-        times = LabelTensor(torch.full((len(spatial), 1), float(time)), ["t"])
-        points = LabelTensor.cat([spatial, times], dim=1).requires_grad_(True)
-        residuals.append(evaluate(solver, "D", {"input": points}))
-    squares = torch.stack([r.detach() ** 2 for r in residuals])
-    factors = torch.exp(-eps * torch.cumsum(squares, dim=0))
+    residuals, squares, factors = time_sliced(solver, batch, eps, slices)
     assert float(factors.min()) < 0.9
     effective = torch.cat([f.sqrt() * r for f, r in zip(factors, residuals)])
     assert traces["D"] == pytest.approx(trace(effective, solver), rel=1e-6)
