@@ -11,7 +11,11 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.no_harm import exact_refresh_cost, ramp_cost  # noqa: E402
+from benchmarks.no_harm import (  # noqa: E402
+    exact_refresh_cost,
+    ramp_300_cost,
+    ramp_cost,
+)
 
 C, P = ramp_cost.CANDIDATE, ramp_cost.PUBLISHED
 
@@ -71,7 +75,9 @@ def test_the_page_judges_the_documents_weighting():
     assert "Measured 2.000×" in page and ": **miss**." in page
 
 
-@pytest.mark.parametrize("study", [ramp_cost, exact_refresh_cost])
+@pytest.mark.parametrize(
+    "study", [ramp_cost, exact_refresh_cost, ramp_300_cost]
+)
 def test_a_quick_run_writes_elsewhere(study, tmp_path, monkeypatch):
     import tempfile
 
@@ -83,7 +89,7 @@ def test_a_quick_run_writes_elsewhere(study, tmp_path, monkeypatch):
     assert after == before
     (folder,) = tmp_path.glob("pina-ntk-quick-*")
     document = json.loads((folder / study.JSON).read_text())
-    candidate = "exact_10" if study is exact_refresh_cost else C
+    candidate = getattr(study, "CANDIDATE", C)
     assert document["weightings"] == ["none", P, candidate]
     assert document["script"] == study.SCRIPT
     assert "Target:" in (folder / study.PAGE).read_text()

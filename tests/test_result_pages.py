@@ -468,5 +468,5 @@ def test_the_no_harm_decision_is_rendered_from_the_results():
     )
     documents = suite_page.read_documents(DOCS)
     intro = harness.read_json(os.path.join(DOCS, introductory.RESULTS))
-    cost = harness.read_json(os.path.join(DOCS, ramp_cost.JSON))
-    assert block == no_harm_page.render(documents, intro, cost)
+    costs = no_harm_page.read_costs(DOCS)
+    assert block == no_harm_page.render(documents, intro, costs)

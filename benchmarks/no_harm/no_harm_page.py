@@ -8,7 +8,9 @@ helps and hurts on that half, from the committed results; nothing is run.
 
 The candidates' time per step on a confirmation setting is the published
 sketch's there times their measured ratio to it on the tuning half
-(``ramp_cost.py``): the ramp adds one power of a vector per proposal.
+(``ramp_cost.py``, ``ramp_300_cost.py``): the ramp adds one power of a
+vector per proposal. A candidate not yet run on both confirmation halves
+is listed, not decided.
 
     python benchmarks/no_harm/no_harm_page.py
     python benchmarks/no_harm/no_harm_page.py --quick  # a temporary folder
@@ -25,50 +27,89 @@ from pathlib import Path
 sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
 from benchmarks import harness
-from benchmarks.no_harm import ramp_cost
+from benchmarks.no_harm import ramp_300_cost, ramp_cost
 from benchmarks.suite import suite_protocol as protocol
 from benchmarks.suite import introductory, suite_page
 
 SCRIPT = "no_harm/no_harm_page.py"
-#: Issue #76's candidates, fixed before their confirmation runs.
-CANDIDATES = (ramp_cost.CANDIDATE,)
+#: Issue #76's candidates, fixed before their confirmation runs, each with
+#: the study that measured its time per step.
+CANDIDATES = {
+    ramp_cost.CANDIDATE: ramp_cost,
+    ramp_300_cost.CANDIDATE: ramp_300_cost,
+}
 #: The issue's targets on the confirmation halves: the candidate's
 #: geometric-mean ratio to the published sketch, and its worst setting's.
 MOST_RATIO, MOST_SETTING = 1.05, 1.25
 
 
-def with_candidate_costs(both, cost_ratio):
+def read_costs(docs):
+    """``{candidate: its cost study's committed document}``, for the
+    candidates whose cost was measured."""
+    paths = {c: os.path.join(docs, m.JSON) for c, m in CANDIDATES.items()}
+    return {
+        c: harness.read_json(p) for c, p in paths.items() if os.path.exists(p)
+    }
+
+
+def decided(documents, cost_documents):
+    """The candidates with runs on every confirmation half and a measured
+    cost, in :data:`CANDIDATES`' order."""
+    return [
+        c
+        for c in CANDIDATES
+        if c in cost_documents
+        and all(
+            any(r["weighting"] == c for r in documents[half]["runs"])
+            for half in protocol.CONFIRMATION
+        )
+    ]
+
+
+def with_candidate_costs(both, cost_ratios):
     """``both`` with each candidate's step cost on every setting: the
-    published sketch's times ``cost_ratio``."""
+    published sketch's times the candidate's ratio in ``cost_ratios``."""
     ratios = both["step_costs"]["ratios"]
     for by in ratios.values():
         published = by.get(protocol.PUBLISHED)
         if published:
-            for candidate in CANDIDATES:
+            for candidate, cost_ratio in cost_ratios.items():
                 by[candidate] = [v * cost_ratio for v in published]
     return both
 
 
-def decision(documents, intro_document, cost_document):
-    """``(both, summary, default, checks, no_harm)`` of the candidates."""
-    cost_ratio = statistics.median(ramp_cost.per_round(cost_document["ratios"]))
-    both = with_candidate_costs(suite_page.combined(documents), cost_ratio)
-    weightings = [protocol.NONE, protocol.PUBLISHED, *CANDIDATES]
+def decision(documents, intro_document, cost_documents):
+    """``(both, summary, default, checks, no_harm)`` of the decided
+    candidates (:func:`decided`)."""
+    candidates = decided(documents, cost_documents)
+    cost_ratios = {
+        c: statistics.median(
+            ramp_cost.per_round(cost_documents[c]["ratios"], c)
+        )
+        for c in candidates
+    }
+    both = with_candidate_costs(suite_page.combined(documents), cost_ratios)
+    weightings = [protocol.NONE, protocol.PUBLISHED, *candidates]
     summary = suite_page.summary_of(both, weightings)
     intro = introductory.summarise(intro_document)
-    no_harm = {c: intro.get(c, {}).get("no_harm", False) for c in CANDIDATES}
-    default, checks = protocol.decide(summary, CANDIDATES, no_harm)
+    no_harm = {c: intro.get(c, {}).get("no_harm", False) for c in candidates}
+    default, checks = protocol.decide(summary, candidates, no_harm)
     return both, summary, default, checks, no_harm
 
 
-def render(documents, intro_document, cost_document):
+def _no_harm(intro_document, candidate):
+    found = introductory.summarise(intro_document).get(candidate, {})
+    return found.get("no_harm", False)
+
+
+def render(documents, intro_document, cost_documents):
     both, summary, default, checks, _ = decision(
-        documents, intro_document, cost_document
+        documents, intro_document, cost_documents
     )
     header = ["candidate", "basis", "÷ published (90 % interval)"]
     header += ["worst setting", "worse than none", "(a)", "(b)", "(c)"]
     rows, targets = [], []
-    for candidate in CANDIDATES:
+    for candidate in checks:
         for basis in protocol.BASES:
             found = summary[candidate][basis]
             worst = found["per_problem_published"]
@@ -95,6 +136,19 @@ def render(documents, intro_document, cost_document):
             f"{suite_page.ratio(steps['to_published'], 3)} and "
             f"{suite_page.ratio(worst, 3)}: {'met' if met else '**missed**'}."
         )
+    for candidate in CANDIDATES:
+        if candidate not in checks:
+            missing = (
+                "a cost measurement and "
+                if candidate not in (cost_documents)
+                else ""
+            )
+            targets.append(
+                f"- {suite_page.name(candidate, both)}: (d) "
+                f"{'pass' if _no_harm(intro_document, candidate) else '**fail**'}"
+                f"; not decided: {missing}its runs on both confirmation "
+                "halves are not made yet."
+            )
     bar = summary[protocol.PUBLISHED]
     lines = [
         f"On the {len(both['problems'])} settings of both confirmation "
@@ -125,10 +179,10 @@ def main(argv=None):
     docs = os.path.join(harness.ROOT, "docs")
     documents = suite_page.read_documents(docs)
     intro = harness.read_json(os.path.join(docs, introductory.RESULTS))
-    cost = harness.read_json(os.path.join(docs, ramp_cost.JSON))
+    costs = read_costs(docs)
     page = os.path.join(docs, introductory.PAGE)
     begin = harness.BEGIN.format(script=SCRIPT)
-    block = render(documents, intro, cost)
+    block = render(documents, intro, costs)
     harness.write_quick_block(args, page, begin, harness.END, block)
     readme = os.path.join(harness.ROOT, "README.md")
     block = introductory.readme_block(intro)

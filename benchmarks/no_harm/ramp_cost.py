@@ -40,7 +40,11 @@ CANDIDATE, PUBLISHED = "sketch_ramp_1000", suite_protocol.PUBLISHED
 MOST = 1.05
 ROUNDS, STEPS = 3, 200
 #: The table's short name of each measured weighting.
-COLUMNS = {CANDIDATE: "ramp", "exact_10": "exact every 10"}
+COLUMNS = {
+    CANDIDATE: "ramp",
+    "sketch_ramp_300": "ramp over 300",
+    "exact_10": "exact every 10",
+}
 
 
 def per_round(ratios, candidate=CANDIDATE):

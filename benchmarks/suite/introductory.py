@@ -71,16 +71,19 @@ WEIGHTINGS = {
             "ramp_steps": 0,
         },
     ),
-    "sketch_ramp_1000": (
-        "`SketchNTKWeighting(ramp_steps=1000)`",
-        "pina_ntk.SketchNTKWeighting",
-        {
-            "alpha": 1e-3,
-            "sample_every_n_steps": 10,
-            "warmup_samples": 32,
-            "ramp_steps": 1000,
-        },
-    ),
+    **{
+        f"sketch_ramp_{steps}": (
+            f"`SketchNTKWeighting(ramp_steps={steps})`",
+            "pina_ntk.SketchNTKWeighting",
+            {
+                "alpha": 1e-3,
+                "sample_every_n_steps": 10,
+                "warmup_samples": 32,
+                "ramp_steps": steps,
+            },
+        )
+        for steps in (1000, 300, 500)
+    },
     # exact weights that follow the kernel within 10 or 20 steps: how the
     # outcome depends on the refresh (issue #76's mechanism)
     **{

@@ -95,12 +95,16 @@ WEIGHTINGS = {
         "sketch",
         {"gradient_band": None, "ramp_steps": 0},
     ),
-    # the weights come in over the moving average's span (issue #76)
-    "sketch_ramp_1000": (
-        SKETCH + "ramp_steps=1000)`",
-        "sketch",
-        {"gradient_band": None, "ramp_steps": 1000},
-    ),
+    # the weights come in over the moving average's span, or over the
+    # steps in which the kernel leaves its initial state (issue #76)
+    **{
+        f"sketch_ramp_{steps}": (
+            SKETCH + f"ramp_steps={steps})`",
+            "sketch",
+            {"gradient_band": None, "ramp_steps": steps},
+        )
+        for steps in (1000, 300)
+    },
     # exact weights that follow the kernel within ten steps (issue #76)
     "exact_10": (EXACT + "10)`", "exact", {"update_every_n_steps": 10}),
     # SketchNTKWeighting() as shipped when run
