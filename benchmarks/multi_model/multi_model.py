@@ -81,6 +81,8 @@ def study_jobs(settings, recipe):
             job = dict(
                 base, weighting=weighting, row=row, steps=recipe["steps"]
             )
+            # its runs never drew the ScaledMLP the suite's first runs built
+            job["draw_scaled"] = False
             job["records"] = recipe["steps"] // recipe["every"]
             if solver is not None:
                 job.update(solver=solver, members=recipe["members"])
