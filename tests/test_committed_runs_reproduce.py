@@ -91,3 +91,28 @@ def test_a_multi_model_run_starts_from_its_committed_network():
         if j["problem"] == "heat_data" and j["row"] == "single_none"
     )
     assert _first_error(job) == run["history"]["errors"][0]
+
+
+@pytest.mark.parametrize(
+    "half", ["tuning", "confirmation", "confirmation-2", "band-diagnosis"]
+)
+def test_every_weighting_of_a_half_starts_from_the_same_network(half):
+    """Runs are paired by seed: the current runs of one setting and seed
+    record the same untrained network's error whatever their weighting (to
+    a millionth: another CPU type evaluates the same network to within
+    about 1e-9; another network differs by far more)."""
+    path = os.path.join(DOCS, "suite", half, "weightings.json")
+    first = {}
+    for run in harness.read_json(path)["runs"]:
+        errors = run["history"]["errors"]
+        if not run.get("superseded") and errors:
+            key = (run["problem"], run["seed"])
+            first.setdefault(key, {})[run["weighting"]] = errors[0]
+    assert first
+    differing = {
+        key: found
+        for key, found in first.items()
+        if max(found.values()) - min(found.values())
+        > 1e-6 * abs(min(found.values()))
+    }
+    assert not differing

@@ -344,7 +344,7 @@ LEVEL_BAND = NO_HARM
 
 
 #: The README block's rows.
-README_ROWS = ("sketch_predictor", "sketch_ramp_1000", "pina_self_adaptive")
+README_ROWS = ("sketch_predictor", "sketch_ramp_300", "pina_self_adaptive")
 
 
 def readme_block(document, rows=README_ROWS):
