@@ -37,7 +37,11 @@ from benchmarks.lbfgs import lbfgs_page  # noqa: E402
 from benchmarks.multi_model import multi_model  # noqa: E402
 from benchmarks.multi_model import multi_model_cost  # noqa: E402
 from benchmarks.mutation import mutation_score  # noqa: E402
-from benchmarks.no_harm import exact_refresh_cost, ramp_cost  # noqa: E402
+from benchmarks.no_harm import (  # noqa: E402
+    exact_refresh_cost,
+    ramp_300_cost,
+    ramp_cost,
+)
 from benchmarks.scaling import scaling_page  # noqa: E402
 from benchmarks.suite import introductory  # noqa: E402
 from benchmarks.suite import suite_page  # noqa: E402
@@ -164,6 +168,12 @@ PAGES = [
         exact_refresh_cost.PAGE,
         exact_refresh_cost.JSON,
         exact_refresh_cost.SCRIPT,
+        lambda document, page: ramp_cost.render(document),
+    ),
+    (
+        ramp_300_cost.PAGE,
+        ramp_300_cost.JSON,
+        ramp_300_cost.SCRIPT,
         lambda document, page: ramp_cost.render(document),
     ),
     (

@@ -17,14 +17,12 @@ default (the verdict by the interval over rounds, ``harness.judged``).
         --from-json docs/exact-refresh-cost.json
 """
 
-import functools
 import sys
 from pathlib import Path
 
 # run as a file (not with -m): the repository root first on sys.path
 sys.path[0] = sys.path[0] if __package__ else str(Path(__file__).parents[2])
 
-from benchmarks import paired_cost
 from benchmarks.no_harm import ramp_cost
 
 SCRIPT = "no_harm/exact_refresh_cost.py"
@@ -35,10 +33,7 @@ CANDIDATE = "exact_10"
 
 def main(argv=None):
     """Time the rounds, or re-render; the exit code."""
-    run = functools.partial(ramp_cost.run, script=SCRIPT, candidate=CANDIDATE)
-    return paired_cost.cost_main(
-        SCRIPT, JSON, PAGE, ramp_cost.render, None, argv, run
-    )
+    return ramp_cost.study_main(SCRIPT, JSON, CANDIDATE, argv)
 
 
 if __name__ == "__main__":

@@ -79,8 +79,8 @@ def with_candidate_costs(both, cost_ratios):
 
 
 def decision(documents, intro_document, cost_documents):
-    """``(both, summary, default, checks, no_harm)`` of the decided
-    candidates (:func:`decided`)."""
+    """``(both, summary, default, checks, no_harm)``: the checks of the
+    decided candidates (:func:`decided`), criterion (d) of every one."""
     candidates = decided(documents, cost_documents)
     cost_ratios = {
         c: statistics.median(
@@ -92,18 +92,13 @@ def decision(documents, intro_document, cost_documents):
     weightings = [protocol.NONE, protocol.PUBLISHED, *candidates]
     summary = suite_page.summary_of(both, weightings)
     intro = introductory.summarise(intro_document)
-    no_harm = {c: intro.get(c, {}).get("no_harm", False) for c in candidates}
+    no_harm = {c: intro.get(c, {}).get("no_harm", False) for c in CANDIDATES}
     default, checks = protocol.decide(summary, candidates, no_harm)
     return both, summary, default, checks, no_harm
 
 
-def _no_harm(intro_document, candidate):
-    found = introductory.summarise(intro_document).get(candidate, {})
-    return found.get("no_harm", False)
-
-
 def render(documents, intro_document, cost_documents):
-    both, summary, default, checks, _ = decision(
+    both, summary, default, checks, no_harm = decision(
         documents, intro_document, cost_documents
     )
     header = ["candidate", "basis", "÷ published (90 % interval)"]
@@ -139,15 +134,13 @@ def render(documents, intro_document, cost_documents):
     for candidate in CANDIDATES:
         if candidate not in checks:
             missing = (
-                "a cost measurement and "
-                if candidate not in (cost_documents)
-                else ""
+                "" if candidate in cost_documents else "a cost measurement and "
             )
             targets.append(
                 f"- {suite_page.name(candidate, both)}: (d) "
-                f"{'pass' if _no_harm(intro_document, candidate) else '**fail**'}"
-                f"; not decided: {missing}its runs on both confirmation "
-                "halves are not made yet."
+                f"{'pass' if no_harm[candidate] else '**fail**'}; not "
+                f"decided: {missing}its runs on both confirmation halves "
+                "are not made yet."
             )
     bar = summary[protocol.PUBLISHED]
     lines = [

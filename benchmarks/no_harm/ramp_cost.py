@@ -126,9 +126,19 @@ def render(document):
     return "\n".join(lines) + "\n"
 
 
+def study_main(script, results, candidate, argv=None):
+    """The ``main`` of a study of this measure on ``candidate`` (its
+    ``script`` and committed ``results`` file): time the rounds, or
+    re-render; the exit code."""
+    timed = functools.partial(run, script=script, candidate=candidate)
+    return paired_cost.cost_main(
+        script, results, PAGE, render, None, argv, timed
+    )
+
+
 def main(argv=None):
     """Time the rounds, or re-render; the exit code."""
-    return paired_cost.cost_main(SCRIPT, JSON, PAGE, render, None, argv, run)
+    return study_main(SCRIPT, JSON, CANDIDATE, argv)
 
 
 if __name__ == "__main__":

@@ -56,31 +56,28 @@ NO_HARM = 1.10
 #: Grid points per axis of the error.
 GRID = 64
 
-#: The rows: ``(label, class path, options)``. ``sketch_predictor`` is the
-#: published sketch with today's default options written out, so that the
-#: row stays what it is when the default changes.
+#: The published sketch's options, today's defaults written out, so that
+#: its rows (``sketch_predictor`` and the ramps) stay what they are when the
+#: default changes.
+PUBLISHED_OPTIONS = {
+    "alpha": 1e-3,
+    "sample_every_n_steps": 10,
+    "warmup_samples": 32,
+    "ramp_steps": 0,
+}
+#: The rows: ``(label, class path, options)``.
 WEIGHTINGS = {
     "none": ("no weighting", None, {}),
     "sketch_predictor": (
         "`SketchNTKWeighting()` (the default)",
         "pina_ntk.SketchNTKWeighting",
-        {
-            "alpha": 1e-3,
-            "sample_every_n_steps": 10,
-            "warmup_samples": 32,
-            "ramp_steps": 0,
-        },
+        PUBLISHED_OPTIONS,
     ),
     **{
         f"sketch_ramp_{steps}": (
             f"`SketchNTKWeighting(ramp_steps={steps})`",
             "pina_ntk.SketchNTKWeighting",
-            {
-                "alpha": 1e-3,
-                "sample_every_n_steps": 10,
-                "warmup_samples": 32,
-                "ramp_steps": steps,
-            },
+            dict(PUBLISHED_OPTIONS, ramp_steps=steps),
         )
         for steps in (1000, 300, 500)
     },
