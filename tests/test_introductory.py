@@ -163,6 +163,28 @@ def test_the_summary_pairs_seeds_and_judges_criterion_d():
     assert introductory.summarise(document)["w"]["no_harm"] is False
 
 
+def test_the_readme_block_sorts_settings_by_the_band_and_shows_each_ratio():
+    """Ratios by hand against one seed of no weighting at 1.0: 0.5 helps
+    (at most 1 / 1.10), 1.05 is within the band, 1.14 hurts (above 1.10);
+    each is shown as it was sorted, not rounded across the band's edge."""
+    w = "sketch_predictor"
+    runs = [_run(s, "none", 0, [1.0] * 5) for s in ("a", "b", "c")]
+    runs += [_run("a", w, 0, [0.5] * 5), _run("b", w, 0, [1.05] * 5)]
+    runs += [_run("c", w, 0, [1.14] * 5)]
+    document = {
+        "settings": ["a", "b", "c"],
+        "weightings": ["none", w],
+        "runs": runs,
+        "parts": [],
+    }
+    block = introductory.readme_block(document, rows=(w,))
+    assert block == (
+        f"- {introductory.WEIGHTINGS[w][0]} helps on `a` (0.5×); is about "
+        "level with no weighting on `b` (1.05×); hurts on `c` (1.14×) (its "
+        "error over no weighting's, geometric mean over 1 seeds).\n"
+    )
+
+
 @pytest.mark.parametrize("setting", list(introductory.SETUPS))
 def test_every_set_up_trains(setting):
     """Five epochs of each set-up with no weighting and the default: a

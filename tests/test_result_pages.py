@@ -158,24 +158,16 @@ PAGES = [
         introductory.SCRIPT,
         lambda document, page: introductory.render(document),
     ),
-    (
-        ramp_cost.PAGE,
-        ramp_cost.JSON,
-        ramp_cost.SCRIPT,
-        lambda document, page: ramp_cost.render(document),
-    ),
-    (
-        exact_refresh_cost.PAGE,
-        exact_refresh_cost.JSON,
-        exact_refresh_cost.SCRIPT,
-        lambda document, page: ramp_cost.render(document),
-    ),
-    (
-        ramp_300_cost.PAGE,
-        ramp_300_cost.JSON,
-        ramp_300_cost.SCRIPT,
-        lambda document, page: ramp_cost.render(document),
-    ),
+    # the cost studies of issue #76's weightings: one measure, one renderer
+    *[
+        (
+            study.PAGE,
+            study.JSON,
+            study.SCRIPT,
+            lambda document, page: ramp_cost.render(document),
+        )
+        for study in (ramp_cost, exact_refresh_cost, ramp_300_cost)
+    ],
     (
         "scaling.md",
         "scaling.json",

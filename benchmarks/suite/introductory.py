@@ -363,7 +363,9 @@ def readme_block(document, rows=README_ROWS):
                 kind = "helps"
             elif geo > LEVEL_BAND:
                 kind = "hurts"
-            shown = f"{geo:.2g}×"
+            # three digits: at two, a ratio just inside the band and one
+            # just outside it (1.05, 1.14) both read 1.1
+            shown = f"{geo:.3g}×"
             if not math.isfinite(geo):
                 shown = f"diverged on {row['diverged']} of {row['seeds']} seeds"
             kinds[kind].append(f"`{setting}` ({shown})")
